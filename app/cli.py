@@ -1,0 +1,149 @@
+"""The ``textflix`` command: build, report, serve, up.
+
+Flags are generated from ``Settings``: ``--data-dir`` is the field ``data_dir``
+and the environment variable ``TEXTFLIX_DATA_DIR``; a flag beats the variable.
+"""
+
+import argparse
+import json
+import logging
+import sys
+
+from pydantic import ValidationError
+
+from app.settings import Settings
+
+FLAG_NAMES = {"database_url": "--database"}
+BUILD_FIELDS = [
+    "imdb", "movies", "data_dir", "database_url", "base_model", "device", "train_size",
+    "titles", "max_words", "eval_size", "lime_samples", "word_lime_samples", "seed", "epochs",
+    "batch_size", "learning_rate", "max_length", "slanted_triangular", "discriminative_lr",
+    "gradual_unfreezing", "nbsvm_c",
+]  # fmt: skip
+SERVE_FIELDS = ["data_dir", "database_url", "device", "host", "port"]
+COMMANDS = {
+    "build": ("Run the offline pipeline (resumable) and print a summary.", BUILD_FIELDS),
+    "report": ("Print the latest run record.", ["data_dir", "database_url"]),
+    "serve": ("Start the web server on the database.", SERVE_FIELDS),
+    "up": (
+        "Build the database if it is missing or unfinished, then serve it.",
+        BUILD_FIELDS + ["host", "port"],
+    ),
+}
+log = logging.getLogger("textflix")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="textflix", description=__doc__.splitlines()[0])
+    commands = top.add_subparsers(dest="command", required=True)
+    for name, (help_text, fields) in COMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        for field in fields:
+            info = Settings.model_fields[field]
+            flag = FLAG_NAMES.get(field, "--" + field.replace("_", "-"))
+            env = f"TEXTFLIX_{field.upper()}"
+            kwargs = {"dest": field, "default": argparse.SUPPRESS, "help": f"{info.description} [{env}]"}
+            if info.annotation is bool:
+                kwargs["action"] = argparse.BooleanOptionalAction
+            sub.add_argument(flag, **kwargs)
+        if name == "report":
+            sub.add_argument("--json", action="store_true", help="Print JSON.")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = vars(parser().parse_args(argv))
+    command = args.pop("command")
+    as_json = args.pop("json", False)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        settings = Settings(**args)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        print(f"textflix: error: {problems}", file=sys.stderr)
+        return 2
+    try:
+        return COMMAND_FUNCTIONS[command](settings, as_json)
+    except KeyboardInterrupt:
+        print("\nInterrupted: finished work is saved; run the same command again to resume.", file=sys.stderr)
+        return 130
+    except Exception as error:
+        from app.pipeline import BuildError
+        from model.data import DataError
+
+        if isinstance(error, (BuildError, DataError, FileNotFoundError)):
+            print(f"textflix: error: {error}", file=sys.stderr)
+            return 1
+        raise
+
+
+def build(settings: Settings, _as_json: bool = False) -> int:
+    from app.pipeline import Pipeline
+
+    quiet_transformers()
+    record = Pipeline(settings).run()
+    print(summary(record, settings))
+    return 0
+
+
+def report(settings: Settings, as_json: bool) -> int:
+    from app.db import make_engine
+    from app.main import database_problem
+    from app.pipeline import BuildError, report as run_report
+
+    problem = database_problem(settings)
+    if problem:
+        raise BuildError(problem)
+    record = run_report(make_engine(settings.database))
+    print(json.dumps(record, indent=2) if as_json else summary(record, settings))
+    return 0
+
+
+def serve(settings: Settings, _as_json: bool = False) -> int:
+    import uvicorn
+
+    from app.main import create_app
+
+    quiet_transformers()
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port)
+    return 0
+
+
+def up(settings: Settings, _as_json: bool = False) -> int:
+    build(settings)
+    return serve(settings)
+
+
+COMMAND_FUNCTIONS = {"build": build, "report": report, "serve": serve, "up": up}
+
+
+def quiet_transformers() -> None:
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+
+
+def summary(record: dict, settings: Settings) -> str:
+    """One screen: what was built, how well each model does, how long each step took."""
+    counts = record["counts"]
+    lines = [
+        f"Textflix run {record['run_id']} ({record['status']}) in {settings.database}",
+        f"  base model {record['base_model']}, seed {record['seed']}",
+        f"  {counts.get('train', 0):,} training reviews · {counts.get('catalogue', 0):,} catalogue "
+        f"reviews of {counts.get('titles', 0)} titles · {counts.get('eval', 0):,} evaluation reviews",
+        "",
+        f"  {'model':8} {'set':10} {'accuracy':>8} {'F1':>6} {'ECE':>6}",
+    ]
+    for model, sets in record["metrics"].items():
+        for split, m in sets.items():
+            lines.append(
+                f"  {model:8} {split:10} {m['accuracy']:8.3f} {m['f1']:6.3f} {m['ece']:6.3f}"
+            )
+    timings = record["timings"]
+    lines += [
+        "",
+        "  " + " · ".join(f"{step} {seconds:,.0f} s" for step, seconds in timings.items())
+        + f" · total {sum(timings.values()):,.0f} s",
+    ]
+    return "\n".join(lines)

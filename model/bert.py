@@ -1,0 +1,245 @@
+"""Fine-tuning a BERT-family encoder for two-class sentiment, and batched inference.
+
+Training follows the playbook of Howard & Ruder (ULMFiT) and Sun et al. (2019):
+slanted triangular learning rates, optional discriminative (layer-wise) rates
+and gradual unfreezing, and head-plus-tail truncation of long reviews.
+Mixed precision: float16 on CUDA, bfloat16 on CPUs that support it.
+"""
+
+import json
+import logging
+import math
+import os
+import random
+import shutil
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
+
+LABELS = ["negative", "positive"]
+CONFIG_FILE = "textflix.json"
+log = logging.getLogger("textflix")
+
+
+@dataclass
+class TrainConfig:
+    base_model: str
+    epochs: int = 4
+    batch_size: int = 16
+    learning_rate: float = 1e-4
+    weight_decay: float = 0.01
+    max_length: int = 256
+    slanted_triangular: bool = True
+    stlr_cut_frac: float = 0.1
+    stlr_ratio: float = 32.0
+    discriminative_lr: float = 1.0  # divisor per layer downwards; 2.6 in ULMFiT
+    gradual_unfreezing: bool = False
+    seed: int = 42
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda was asked for, but no CUDA GPU is available.")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(device)
+
+
+def autocast(device: torch.device):
+    """Mixed precision where the hardware has it: float16 on CUDA, bfloat16 on capable CPUs."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.float16)
+    if torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return nullcontext()
+
+
+def head_and_tail(ids: list[int], budget: int) -> list[int]:
+    """Keep the first quarter and the last three quarters of ``budget`` tokens."""
+    if len(ids) <= budget:
+        return ids
+    head = budget // 4
+    return ids[:head] + ids[len(ids) - (budget - head) :]
+
+
+class Encoder:
+    """Tokenizes texts into padded batches, truncating long ones to head and tail."""
+
+    def __init__(self, tokenizer, max_length: int):
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        # The special tokens around a single text ([CLS] … [SEP] for BERT, <s> … </s> for RoBERTa).
+        plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+        framed = tokenizer("a")["input_ids"]
+        at = next(i for i in range(len(framed)) if framed[i : i + len(plain)] == plain)
+        self.prefix, self.suffix = framed[:at], framed[at + len(plain) :]
+
+    def ids(self, texts: list[str]) -> list[list[int]]:
+        budget = self.max_length - len(self.prefix) - len(self.suffix)
+        raw = self.tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
+        return [self.prefix + head_and_tail(x, budget) + self.suffix for x in raw]
+
+    def pad(self, batch: list[list[int]], device: torch.device) -> dict[str, torch.Tensor]:
+        padded = self.tokenizer.pad({"input_ids": batch}, return_tensors="pt")
+        return {k: v.to(device) for k, v in padded.items()}
+
+
+def _layer_groups(model) -> list[list[torch.nn.Parameter]]:
+    """Parameter groups from the bottom (embeddings) to the top (pooler and classifier)."""
+    base = getattr(model, model.base_model_prefix)
+    layers = list(base.encoder.layer)
+    in_layers = {id(p) for layer in layers for p in layer.parameters()}
+    embeddings = list(base.embeddings.parameters())
+    in_embeddings = {id(p) for p in embeddings}
+    top = [p for p in model.parameters() if id(p) not in in_layers | in_embeddings]
+    return [embeddings] + [list(layer.parameters()) for layer in layers] + [top]
+
+
+def _stlr(total_steps: int, cut_frac: float, ratio: float) -> Callable[[int], float]:
+    cut = max(1, math.floor(total_steps * cut_frac))
+
+    def factor(step: int) -> float:
+        p = step / cut if step < cut else 1 - (step - cut) / max(1, total_steps - cut)
+        return (1 + max(p, 0.0) * (ratio - 1)) / ratio
+
+    return factor
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def fine_tune(
+    texts: list[str],
+    labels: list[str],
+    config: TrainConfig,
+    device: torch.device,
+    progress: bool = True,
+) -> "BertClassifier":
+    """Fine-tune ``config.base_model`` on labelled texts; returns the trained classifier."""
+    seed_everything(config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(config.base_model)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        config.base_model,
+        num_labels=2,
+        id2label=dict(enumerate(LABELS)),
+        label2id={label: i for i, label in enumerate(LABELS)},
+    ).to(device)
+    encoder = Encoder(tokenizer, config.max_length)
+    ids = encoder.ids(texts)
+    y = torch.tensor([LABELS.index(label) for label in labels])
+
+    groups = _layer_groups(model)
+    depth = len(groups) - 1
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": g, "lr": config.learning_rate / config.discriminative_lr ** (depth - i)}
+            for i, g in enumerate(groups)
+        ],
+        weight_decay=config.weight_decay,
+    )
+    steps_per_epoch = math.ceil(len(ids) / config.batch_size)
+    total = steps_per_epoch * config.epochs
+    schedule = (
+        _stlr(total, config.stlr_cut_frac, config.stlr_ratio)
+        if config.slanted_triangular
+        else (lambda step: 1.0)
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    scaler = torch.amp.GradScaler(enabled=device.type == "cuda")
+    generator = torch.Generator().manual_seed(config.seed)
+
+    model.train()
+    bar = tqdm(total=total, desc="Fine-tune BERT", unit="step", disable=not progress)
+    for epoch in range(config.epochs):
+        if config.gradual_unfreezing:
+            trainable = depth + 1 if epoch >= depth else epoch + 1
+            for i, group in enumerate(groups):
+                for p in group:
+                    p.requires_grad = i >= len(groups) - trainable
+        order = torch.randperm(len(ids), generator=generator).tolist()
+        for start in range(0, len(order), config.batch_size):
+            batch = order[start : start + config.batch_size]
+            inputs = encoder.pad([ids[i] for i in batch], device)
+            with autocast(device):
+                logits = model(**inputs).logits
+            loss = torch.nn.functional.cross_entropy(logits.float(), y[batch].to(device))
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            bar.update(1)
+            bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
+    bar.close()
+    model.eval()
+    return BertClassifier(model, tokenizer, device, config)
+
+
+class BertClassifier:
+    """A fine-tuned sequence classifier with batched, length-sorted inference."""
+
+    def __init__(self, model, tokenizer, device: torch.device, config: TrainConfig):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.device = device
+        self.config = config
+        self.encoder = Encoder(tokenizer, config.max_length)
+
+    @torch.inference_mode()
+    def predict_proba(self, texts: list[str], max_tokens: int = 8192) -> np.ndarray:
+        """Class probabilities (negative, positive), one row per text.
+
+        Texts are sorted by length and packed into batches of at most
+        ``max_tokens`` padded tokens, so short texts do not pay for long ones.
+        """
+        ids = self.encoder.ids(list(texts))
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        probs = np.empty((len(ids), 2), dtype=np.float32)
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and len(ids[order[end]]) * (end - start + 1) <= max_tokens:
+                end += 1
+            batch = order[start:end]
+            inputs = self.encoder.pad([ids[i] for i in batch], self.device)
+            with autocast(self.device):
+                logits = self.model(**inputs).logits
+            probs[batch] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+            start = end
+        return probs
+
+    def save(self, directory: Path, extra: dict | None = None) -> None:
+        """Write model, tokenizer and config (plus ``extra`` facts) to ``directory`` atomically."""
+        partial = directory.with_name(directory.name + ".part")
+        shutil.rmtree(partial, ignore_errors=True)
+        self.model.save_pretrained(partial)
+        self.tokenizer.save_pretrained(partial)
+        (partial / CONFIG_FILE).write_text(
+            json.dumps({"labels": LABELS, **asdict(self.config), **(extra or {})}, indent=2)
+        )
+        shutil.rmtree(directory, ignore_errors=True)
+        partial.rename(directory)
+
+    @classmethod
+    def load(cls, directory: Path, device: torch.device) -> "BertClassifier":
+        config_path = directory / CONFIG_FILE
+        if not config_path.is_file():
+            raise FileNotFoundError(f"{directory}: no trained BERT model ({CONFIG_FILE} missing).")
+        saved = json.loads(config_path.read_text())
+        config = TrainConfig(**{k: saved[k] for k in TrainConfig.__dataclass_fields__ if k in saved})
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        model = AutoModelForSequenceClassification.from_pretrained(directory).to(device)
+        return cls(model, tokenizer, device, config)

@@ -1,0 +1,227 @@
+"""The IMDB review archive and movie metadata: download, read, split.
+
+The archive is read member by member with ``tarfile`` (never unpacked), review
+``N_R.txt`` of a folder gets the title on line N of that folder's ``urls_*.txt``.
+"""
+
+import csv
+import random
+import re
+import tarfile
+import urllib.request
+import zlib
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+LABELLED_FOLDERS = [(split, polarity) for split in ("train", "test") for polarity in ("pos", "neg")]
+LABEL_OF = {"pos": "positive", "neg": "negative"}
+MEMBER = re.compile(r"^aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")
+URLS = re.compile(r"^aclImdb/(train|test)/urls_(pos|neg)\.txt$")
+TITLE_ID = re.compile(r"/title/(tt\d+)/")
+MOVIE_COLUMNS = [
+    "tconst", "title", "year", "type", "genres", "runtime_min", "rated",
+    "director", "actors", "imdb_rating", "imdb_votes", "plot", "sources",
+]  # fmt: skip
+
+
+class DataError(Exception):
+    """Input data that cannot be used; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class RawReview:
+    key: str  # "test/pos/123_8": split, folder, file stem
+    split: str  # "train" or "test" in the archive
+    label: str
+    rating: int
+    title_id: str
+    text: str
+
+    @property
+    def word_count(self) -> int:
+        return len(self.text.split())
+
+
+@dataclass
+class Splits:
+    train: list[RawReview]
+    catalogue: list[RawReview]
+    eval: list[RawReview]
+    dropped_duplicates: int = 0
+    title_ids: list[str] = field(default_factory=list)  # catalogue titles, most reviews first
+    movies: dict[str, dict] = field(default_factory=dict)  # metadata by title id
+
+
+def clean_text(text: str) -> str:
+    """Strip the dataset's ``<br />`` tags, keeping the line breaks they stood for."""
+    return re.sub(r"\s*<br\s*/?>\s*", "\n", text).strip()
+
+
+def download(url: str, destination: Path) -> Path:
+    """Fetch ``url`` into ``destination`` once, with progress, checking the size."""
+    if destination.exists():
+        return destination
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    partial = destination.with_name(destination.name + ".part")
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            expected = int(response.headers.get("Content-Length") or 0) or None
+            with (
+                open(partial, "wb") as out,
+                tqdm(total=expected, unit="B", unit_scale=True, desc="Download IMDB") as bar,
+            ):
+                while chunk := response.read(1 << 20):
+                    out.write(chunk)
+                    bar.update(len(chunk))
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise DataError(f"{url}: download failed ({error}).") from error
+    received = partial.stat().st_size
+    if expected is not None and received != expected:
+        partial.unlink(missing_ok=True)
+        raise DataError(f"{url}: download incomplete, {received} of {expected} bytes.")
+    partial.replace(destination)
+    return destination
+
+
+def locate_archive(imdb: str, data_dir: Path) -> Path:
+    """A local path to the archive, downloading it into ``data_dir`` if ``imdb`` is a URL."""
+    if re.match(r"^https?://", imdb):
+        return download(imdb, data_dir / Path(imdb).name)
+    path = Path(imdb).expanduser()
+    if not path.is_file():
+        raise DataError(f"{path}: no such file (expected aclImdb_v1.tar.gz).")
+    return path
+
+
+def read_archive(path: Path) -> list[RawReview]:
+    """All labelled reviews of the archive, with their title ids."""
+    texts: dict[tuple[str, str], dict[int, tuple[int, str]]] = defaultdict(dict)
+    urls: dict[tuple[str, str], list[str]] = {}
+    size = path.stat().st_size
+    try:
+        with (
+            open(path, "rb") as raw,
+            tqdm.wrapattr(raw, "read", total=size, desc="Read IMDB", unit="B", unit_scale=True) as fileobj,
+            tarfile.open(fileobj=fileobj, mode="r:gz") as archive,
+        ):
+            for member in archive:
+                if not member.isfile():
+                    continue
+                if m := MEMBER.match(member.name):
+                    split, polarity, index, rating = m.groups()
+                    text = archive.extractfile(member).read().decode("utf-8")
+                    texts[split, polarity][int(index)] = (int(rating), clean_text(text))
+                elif m := URLS.match(member.name):
+                    lines = archive.extractfile(member).read().decode("utf-8").splitlines()
+                    urls[m.groups()] = lines
+    except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeDecodeError) as error:
+        raise DataError(f"{path}: not a readable IMDB archive, it is truncated or corrupt ({error}).") from error
+    return list(_attach_titles(path, texts, urls))
+
+
+def _attach_titles(path, texts, urls) -> Iterable[RawReview]:
+    for split, polarity in LABELLED_FOLDERS:
+        if not texts.get((split, polarity)):
+            raise DataError(f"{path}: no reviews in aclImdb/{split}/{polarity}/, not the IMDB archive.")
+        lines = urls.get((split, polarity))
+        if lines is None:
+            raise DataError(f"{path}: aclImdb/{split}/urls_{polarity}.txt is missing.")
+        for index, (rating, text) in sorted(texts[split, polarity].items()):
+            if index >= len(lines) or not (m := TITLE_ID.search(lines[index])):
+                raise DataError(
+                    f"{path}: aclImdb/{split}/urls_{polarity}.txt has no title for review {index}."
+                )
+            yield RawReview(
+                key=f"{split}/{polarity}/{index}_{rating}",
+                split=split,
+                label=LABEL_OF[polarity],
+                rating=rating,
+                title_id=m.group(1),
+                text=text,
+            )
+
+
+def make_splits(
+    reviews: list[RawReview],
+    *,
+    train_size: int = 500,
+    titles: int = 50,
+    max_words: int = 250,
+    eval_size: int | str = 2000,
+    seed: int = 42,
+) -> Splits:
+    """Training subset (train split, balanced), catalogue and evaluation set (test split).
+
+    Exact duplicate texts are dropped first, so no text is in two sets.
+    """
+    unique, seen = [], set()
+    for review in sorted(reviews, key=lambda r: (r.split != "train", r.key)):
+        if review.text not in seen:
+            seen.add(review.text)
+            unique.append(review)
+    rng = random.Random(seed)
+    train = []
+    for label in ("positive", "negative"):
+        pool = [r for r in unique if r.split == "train" and r.label == label]
+        wanted = train_size // 2 + (train_size % 2 if label == "positive" else 0)
+        if len(pool) < wanted:
+            raise DataError(f"only {len(pool)} {label} training reviews, {wanted} wanted.")
+        train += rng.sample(pool, wanted)
+
+    test = [r for r in unique if r.split == "test"]
+    short = [r for r in test if r.word_count <= max_words]
+    counts = Counter(r.title_id for r in short)
+    chosen = [t for t, _ in sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))[:titles]]
+    chosen_set = set(chosen)
+    catalogue = [r for r in short if r.title_id in chosen_set]
+    in_catalogue = {r.key for r in catalogue}
+    rest = [r for r in test if r.key not in in_catalogue]
+    evaluation = rest if eval_size == "all" else rng.sample(rest, min(int(eval_size), len(rest)))
+    return Splits(
+        train=train,
+        catalogue=catalogue,
+        eval=sorted(evaluation, key=lambda r: r.key),
+        dropped_duplicates=len(reviews) - len(unique),
+        title_ids=chosen,
+    )
+
+
+def read_movies(path: Path, wanted: set[str]) -> dict[str, dict]:
+    """Metadata rows of ``movies.tsv`` for the ``wanted`` title ids."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            missing = [c for c in MOVIE_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise DataError(f"{path}: bad header, missing column(s) {', '.join(missing)}.")
+            return {row["tconst"]: _movie(row) for row in reader if row["tconst"] in wanted}
+    except FileNotFoundError as error:
+        raise DataError(f"{path}: no such file (expected a movies TSV).") from error
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise DataError(f"{path}: not a readable TSV ({error}).") from error
+
+
+def _movie(row: dict) -> dict:
+    def number(value, kind):
+        try:
+            return kind(value) if value else None
+        except ValueError:
+            return None
+
+    return {
+        "title": row["title"] or None,
+        "year": number(row["year"], int),
+        "runtime_min": number(row["runtime_min"], int),
+        "rated": row["rated"] or None,
+        "genres": row["genres"] or None,
+        "director": row["director"] or None,
+        "actors": row["actors"] or None,
+        "plot": row["plot"] or None,
+        "imdb_rating": number(row["imdb_rating"], float),
+    }
+

@@ -1,0 +1,41 @@
+"""Classification metrics for the run record: accuracy, F1, confusion, calibration."""
+
+import numpy as np
+from sklearn.calibration import calibration_curve
+from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
+
+
+def expected_calibration_error(gold: np.ndarray, p_positive: np.ndarray, bins: int = 10) -> float:
+    """Mean gap between confidence and accuracy over equal-width confidence bins."""
+    predicted = p_positive >= 0.5
+    confidence = np.where(predicted, p_positive, 1 - p_positive)
+    correct = predicted == gold
+    edges = np.linspace(0.5, 1.0, bins // 2 + 1)
+    ece = 0.0
+    for low, high in zip(edges[:-1], edges[1:]):
+        inside = (confidence >= low) & ((confidence < high) | (high == 1.0))
+        if inside.any():
+            ece += inside.mean() * abs(correct[inside].mean() - confidence[inside].mean())
+    return float(ece)
+
+
+def classification_report(gold_labels: list[str], p_positive: list[float], bins: int = 10) -> dict:
+    """Accuracy, F1 (positive class), confusion matrix, ECE and a reliability curve."""
+    gold = np.array([label == "positive" for label in gold_labels])
+    p = np.asarray(p_positive, dtype=float)
+    predicted = p >= 0.5
+    prob_true, prob_pred = calibration_curve(gold, p, n_bins=bins, strategy="uniform")
+    counts = np.histogram(p, bins=np.linspace(0, 1, bins + 1))[0]
+    return {
+        "n": int(len(gold)),
+        "accuracy": float(accuracy_score(gold, predicted)),
+        "f1": float(f1_score(gold, predicted, zero_division=0)),
+        # rows: gold negative, positive; columns: predicted negative, positive
+        "confusion": confusion_matrix(gold, predicted, labels=[False, True]).tolist(),
+        "ece": expected_calibration_error(gold, p, bins),
+        "calibration": {
+            "prob_pred": prob_pred.round(4).tolist(),
+            "prob_true": prob_true.round(4).tolist(),
+            "count": [int(c) for c in counts if c],
+        },
+    }

@@ -1,0 +1,56 @@
+"""Shared fixtures: tiny IMDB-layout archives and real reviews from ../shared/data."""
+
+import io
+import os
+import re
+import tarfile
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_ARCHIVE = SHARED_DATA / "aclImdb_v1.tar.gz"
+SHARED_MOVIES = SHARED_DATA / "movies.tsv"
+MEMBER = re.compile(r"^aclImdb/(train|test)/(pos|neg)/(\d+)_\d+\.txt$")
+
+
+def write_archive(path: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` (archive member name → text) as a gzipped tarball."""
+    with tarfile.open(path, "w:gz") as archive:
+        for name, text in files.items():
+            blob = text.encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size = len(blob)
+            archive.addfile(info, io.BytesIO(blob))
+    return path
+
+
+def needs_shared_data():
+    if not SHARED_ARCHIVE.is_file():
+        pytest.skip(f"{SHARED_ARCHIVE} is not there (CI and development keep ../shared beside the repo)")
+
+
+@pytest.fixture(scope="session")
+def real_reviews():
+    """Every labelled review of the real archive."""
+    needs_shared_data()
+    from model.data import read_archive
+
+    return read_archive(SHARED_ARCHIVE)
+
+
+@pytest.fixture(scope="session")
+def real_subset_archive(tmp_path_factory) -> Path:
+    """An archive in the official layout holding the first 40 real reviews of each labelled folder."""
+    needs_shared_data()
+    files = {}
+    with tarfile.open(SHARED_ARCHIVE, "r|gz") as archive:
+        for member in archive:
+            m = MEMBER.match(member.name)
+            keep = (m and int(m.group(3)) < 40) or re.search(r"/(train|test)/urls_(pos|neg)\.txt$", member.name)
+            if member.isfile() and keep:
+                files[member.name] = archive.extractfile(member).read().decode("utf-8")
+    return write_archive(tmp_path_factory.mktemp("imdb") / "aclImdb_v1.tar.gz", files)
