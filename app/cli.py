@@ -147,3 +147,7 @@ def summary(record: dict, settings: Settings) -> str:
         + f" · total {sum(timings.values()):,.0f} s",
     ]
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

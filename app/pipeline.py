@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 from tqdm import tqdm
@@ -256,6 +256,8 @@ class Pipeline:
                     .where(Review.split == "catalogue", Review.id.not_in(done))
                     .order_by(Review.id)
                 ).all()
+                total = session.scalar(select(func.count(Review.id)).where(Review.split == "catalogue"))
+            log.info("LIME %s %ss: %d reviews to explain, %d already done.", name, level, len(todo), total - len(todo))
             predict = self.model(name).predict_proba
             bar = tqdm(todo, desc=f"LIME {name} {level}s", unit="review", disable=not self.progress)
             for review_id in bar:

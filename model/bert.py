@@ -127,15 +127,8 @@ def fine_tune(
     progress: bool = True,
 ) -> "BertClassifier":
     """Fine-tune ``config.base_model`` on labelled texts; returns the trained classifier."""
-    seed_everything(config.seed)
-    tokenizer = AutoTokenizer.from_pretrained(config.base_model)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        config.base_model,
-        num_labels=2,
-        id2label=dict(enumerate(LABELS)),
-        label2id={label: i for i, label in enumerate(LABELS)},
-    ).to(device)
-    encoder = Encoder(tokenizer, config.max_length)
+    classifier = BertClassifier.pretrained(config, device)
+    model, encoder = classifier.model, classifier.encoder
     ids = encoder.ids(texts)
     y = torch.tensor([LABELS.index(label) for label in labels])
 
@@ -185,18 +178,31 @@ def fine_tune(
             bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
     bar.close()
     model.eval()
-    return BertClassifier(model, tokenizer, device, config)
+    return classifier
 
 
 class BertClassifier:
     """A fine-tuned sequence classifier with batched, length-sorted inference."""
 
     def __init__(self, model, tokenizer, device: torch.device, config: TrainConfig):
-        self.model = model.eval()
+        self.model = model
         self.tokenizer = tokenizer
         self.device = device
         self.config = config
         self.encoder = Encoder(tokenizer, config.max_length)
+
+    @classmethod
+    def pretrained(cls, config: TrainConfig, device: torch.device) -> "BertClassifier":
+        """``config.base_model`` with a new, seeded two-class head: the starting point of training."""
+        seed_everything(config.seed)
+        tokenizer = AutoTokenizer.from_pretrained(config.base_model)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            config.base_model,
+            num_labels=2,
+            id2label=dict(enumerate(LABELS)),
+            label2id={label: i for i, label in enumerate(LABELS)},
+        ).to(device)
+        return cls(model, tokenizer, device, config)
 
     @torch.inference_mode()
     def predict_proba(self, texts: list[str], max_tokens: int = 8192) -> np.ndarray:

@@ -1,0 +1,128 @@
+"""NB-SVM and BERT learn from small real sets; LIME weights follow the sentiment of a sentence."""
+
+import random
+
+import numpy as np
+import pytest
+
+from app.settings import packaged_minilm
+from model.bert import BertClassifier, TrainConfig, fine_tune, head_and_tail, resolve_device
+from model.explain import explain_sentences, explain_words
+from model.metrics import classification_report, expected_calibration_error
+from model.nbsvm import stemmed_tokens, train_nbsvm
+from model.sentences import split_sentences
+
+POSITIVE = "This is a wonderful, moving film with brilliant acting and a beautiful story."
+NEGATIVE = "This is a dreadful, boring film with terrible acting and a stupid story."
+
+
+def sample(reviews, split, per_class, seed=0):
+    rng = random.Random(seed)
+    picked = []
+    for label in ("positive", "negative"):
+        picked += rng.sample([r for r in reviews if r.split == split and r.label == label], per_class)
+    return [r.text for r in picked], [r.label for r in picked]
+
+
+@pytest.fixture(scope="module")
+def nbsvm(real_reviews):
+    return train_nbsvm(*sample(real_reviews, "train", 250), c=0.1, seed=0)
+
+
+def test_stemmed_tokens_drop_stop_words():
+    assert stemmed_tokens("The actors were acting AMAZINGLY in this movie") == [
+        "actor", "act", "amaz", "movi",
+    ]  # fmt: skip
+
+
+def test_nbsvm_learns_from_500_real_reviews(nbsvm, real_reviews):
+    texts, labels = sample(real_reviews, "test", 200, seed=1)
+    p = nbsvm.predict_proba(texts)[:, 1]
+    accuracy = np.mean((p >= 0.5) == (np.array(labels) == "positive"))
+    assert 0.7 < accuracy < 0.95
+    assert nbsvm.predict_proba([POSITIVE, NEGATIVE])[:, 1].tolist() == pytest.approx(
+        sorted(nbsvm.predict_proba([POSITIVE, NEGATIVE])[:, 1], reverse=True)
+    )
+    assert 0 < p.min() and p.max() < 1  # calibrated probabilities, not hard labels
+
+
+def test_a_few_bert_steps_move_predictions_the_right_way(real_reviews):
+    texts, labels = sample(real_reviews, "train", 8, seed=2)
+    config = TrainConfig(base_model=packaged_minilm(), epochs=3, batch_size=8, max_length=128, learning_rate=2e-4)
+    device = resolve_device("cpu")
+    probe = [POSITIVE, NEGATIVE] + texts
+    gold = np.array([1, 0] + [label == "positive" for label in labels], dtype=float)
+
+    def margin(classifier):
+        p = classifier.predict_proba(probe)[:, 1]
+        return p[gold == 1].mean() - p[gold == 0].mean()
+
+    before = margin(BertClassifier.pretrained(config, device))
+    trained = fine_tune(texts, labels, config, device, progress=False)
+    after = margin(trained)
+    assert after > before + 0.1, (before, after)
+
+
+def test_bert_save_and_load_give_the_same_predictions(tmp_path):
+    config = TrainConfig(base_model=packaged_minilm(), max_length=64)
+    classifier = BertClassifier.pretrained(config, resolve_device("cpu"))
+    classifier.save(tmp_path / "bert", extra={"fingerprint": "abc"})
+    loaded = BertClassifier.load(tmp_path / "bert", resolve_device("cpu"))
+    texts = [POSITIVE, NEGATIVE, "Short.", "x " * 500]
+    assert loaded.predict_proba(texts) == pytest.approx(classifier.predict_proba(texts), abs=1e-3)
+    assert loaded.config.max_length == 64
+    with pytest.raises(FileNotFoundError, match="no trained BERT model"):
+        BertClassifier.load(tmp_path / "missing", resolve_device("cpu"))
+
+
+def test_head_and_tail_keeps_both_ends():
+    ids = list(range(1000))
+    kept = head_and_tail(ids, 100)
+    assert len(kept) == 100 and kept[:25] == list(range(25)) and kept[-75:] == list(range(925, 1000))
+    assert head_and_tail(ids[:50], 100) == ids[:50]
+
+
+def test_long_reviews_fit_the_window():
+    config = TrainConfig(base_model=packaged_minilm(), max_length=32)
+    classifier = BertClassifier.pretrained(config, resolve_device("cpu"))
+    ids = classifier.encoder.ids(["word " * 300, "short"])
+    assert len(ids[0]) == 32 and ids[0][0] == classifier.tokenizer.cls_token_id
+    assert ids[0][-1] == classifier.tokenizer.sep_token_id
+
+
+def test_sentence_lime_signs_follow_the_sentences(nbsvm):
+    text = f"{POSITIVE} The film was shown on a Tuesday. {NEGATIVE}"
+    sentences = split_sentences(text)
+    assert len(sentences) == 3
+    explanation = explain_sentences(text, sentences, nbsvm.predict_proba, num_samples=32, seed=0)
+    first, _, last = explanation.weights
+    assert first > 0 > last
+
+
+def test_word_lime_signs_follow_the_words(nbsvm):
+    explanation = explain_words(f"{POSITIVE} {NEGATIVE}", nbsvm.predict_proba, num_samples=300, seed=0)
+    weights = dict(zip(explanation.words, explanation.weights))
+    assert weights["wonderful"] > 0 and weights["brilliant"] > 0
+    assert weights["dreadful"] < 0 and weights["boring"] < 0
+
+
+def test_lime_scores_each_distinct_perturbation_once(nbsvm):
+    seen = []
+
+    def counting(texts):
+        seen.append(len(texts))
+        return nbsvm.predict_proba(texts)
+
+    text = "Great fun. Awful ending."
+    explain_sentences(text, split_sentences(text), counting, num_samples=50, seed=0)
+    assert seen == [4]  # two sentences: four subsets, though LIME asked for 50 texts
+
+
+def test_metrics():
+    gold = ["positive", "positive", "negative", "negative"]
+    report = classification_report(gold, [0.9, 0.4, 0.2, 0.6])
+    assert report["accuracy"] == 0.5
+    assert report["confusion"] == [[1, 1], [1, 1]]
+    assert report["n"] == 4
+    perfect = expected_calibration_error(np.array([True, False]), np.array([1.0, 0.0]))
+    assert perfect == 0.0

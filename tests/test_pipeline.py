@@ -1,0 +1,134 @@
+"""`textflix build` end to end: real archive, resume after a kill, reruns, bad input."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from app.cli import main
+from tests.conftest import ROOT, SHARED_ARCHIVE, SHARED_MOVIES, needs_shared_data
+
+SMALL = [
+    "--train-size", "24", "--titles", "2", "--eval-size", "30", "--epochs", "1",
+    "--max-length", "96", "--lime-samples", "8", "--word-lime-samples", "20",
+]  # fmt: skip
+TABLES = ["movies", "reviews", "predictions", "sentences", "sentence_weights", "word_weights", "explanations", "runs"]
+
+
+def snapshot(db) -> dict[str, list]:
+    with sqlite3.connect(db) as connection:
+        return {t: sorted(map(repr, connection.execute(f"SELECT * FROM {t}"))) for t in TABLES}
+
+
+def count(db, sql) -> int:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(sql).fetchone()[0]
+
+
+def build_args(tmp_path, archive, *extra) -> list[str]:
+    return ["build", "--imdb", str(archive), "--data-dir", str(tmp_path / "data"), *SMALL, *extra]
+
+
+def test_build_end_to_end_on_the_real_archive(tmp_path, capsys):
+    needs_shared_data()
+    assert main(build_args(tmp_path, SHARED_ARCHIVE, "--movies", str(SHARED_MOVIES))) == 0
+    summary = capsys.readouterr().out
+    assert "bert" in summary and "nbsvm" in summary and "accuracy" in summary
+
+    assert main(["report", "--json", "--data-dir", str(tmp_path / "data")]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["status"] == "complete"
+    assert record["counts"]["titles"] == 2 and record["counts"]["train"] == 24
+    assert record["counts"]["eval"] == 30
+    for model in ("bert", "nbsvm"):
+        for split in ("eval", "catalogue"):
+            metrics = record["metrics"][model][split]
+            assert 0 <= metrics["accuracy"] <= 1 and 0 <= metrics["ece"] <= 1
+            assert sum(map(sum, metrics["confusion"])) == metrics["n"]
+    assert record["metrics"]["bert"]["eval"]["n"] == 30
+    assert set(record["timings"]) == {"data", "nbsvm", "bert", "predict", "explain", "evaluate"}
+    assert record["seed"] == 42 and "all-MiniLM-L6-v2" in record["base_model"] or "model" in record["base_model"]
+
+    db = tmp_path / "data" / "textflix.db"
+    catalogue = record["counts"]["catalogue"]
+    assert count(db, "SELECT COUNT(*) FROM reviews WHERE split='catalogue'") == catalogue
+    assert count(db, "SELECT COUNT(*) FROM predictions") == 2 * (catalogue + 30)
+    assert count(db, "SELECT COUNT(*) FROM explanations") == 3 * catalogue
+    sentences = count(db, "SELECT COUNT(*) FROM sentences")
+    assert sentences >= catalogue
+    assert count(db, "SELECT COUNT(*) FROM sentence_weights") == 2 * sentences
+    assert count(db, "SELECT COUNT(*) FROM movies WHERE title IS NOT NULL") >= 1
+    assert count(db, "SELECT COUNT(*) FROM reviews WHERE text LIKE '%<br%'") == 0
+
+    before = snapshot(db)
+    assert main(build_args(tmp_path, SHARED_ARCHIVE, "--movies", str(SHARED_MOVIES))) == 0
+    assert snapshot(db) == before  # a second complete run changes nothing
+
+
+def test_killed_build_resumes_without_redoing_work(tmp_path, real_subset_archive):
+    db = tmp_path / "data" / "textflix.db"
+    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and process.poll() is None:
+            if db.exists() and count(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='explanations'"):
+                if count(db, "SELECT COUNT(*) FROM explanations") >= 5:
+                    break
+            time.sleep(0.2)
+        assert process.poll() is None, "the build ended before it could be killed"
+        process.send_signal(signal.SIGKILL)  # as abrupt as a power cut
+        process.wait()
+    finally:
+        process.kill()
+    explained = snapshot(db)["explanations"]
+    assert explained and count(db, "SELECT status FROM runs") == "running"
+
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "Step data: already done" in result.stderr
+    assert f"{len(explained)} already done" in result.stderr or "already done" in result.stderr
+    after = snapshot(db)
+    assert set(explained) <= set(after["explanations"])  # finished reviews were kept as they were
+    catalogue = count(db, "SELECT COUNT(*) FROM reviews WHERE split='catalogue'")
+    assert len(after["explanations"]) == 3 * catalogue
+    assert count(db, "SELECT COUNT(*) FROM runs") == 1
+    assert count(db, "SELECT status FROM runs") == "complete"
+
+
+def test_truncated_archive_stops_the_build_and_creates_no_database(tmp_path, real_subset_archive, capsys):
+    broken = tmp_path / "aclImdb_v1.tar.gz"
+    broken.write_bytes(real_subset_archive.read_bytes()[:50_000])
+    assert main(build_args(tmp_path, broken)) == 1
+    error = capsys.readouterr().err
+    assert f"textflix: error: {broken}: not a readable IMDB archive" in error
+    assert "Traceback" not in error
+    assert not (tmp_path / "data" / "textflix.db").exists()
+
+
+def test_bad_settings_are_reported(tmp_path, capsys):
+    assert main(["build", "--train-size", "many", "--data-dir", str(tmp_path)]) == 2
+    assert "train_size" in capsys.readouterr().err
+    assert main(["report", "--data-dir", str(tmp_path)]) == 1
+    assert "No database at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--seed", "--titles"])
+def test_rebuild_with_other_settings_is_refused(tmp_path, real_subset_archive, capsys, flag):
+    from app.db import Run, make_engine, migrate, session_scope
+    from app.pipeline import build_config
+    from app.settings import Settings
+
+    settings = Settings(data_dir=tmp_path / "data")
+    engine = make_engine(settings.database)
+    migrate(engine)
+    with session_scope(engine) as session:
+        session.add(Run(config=build_config(settings), steps={"data": {"seconds": 1}}, counts={}, metrics={}))
+    assert main(build_args(tmp_path, real_subset_archive)[:5] + [flag, "7"]) == 1
+    assert "was built with other settings" in capsys.readouterr().err
