@@ -1,72 +1,45 @@
 """Route tests of the web pages over HTTP, against the fixture database.
 
-Expected figures come from the database itself (plain SQL below), never from the
-code under test.
+Expected figures come from the database itself (plain SQL in ``web_fixtures.web_facts``),
+never from the code under test.
 """
 
 import logging
 import re
-from collections import Counter, defaultdict
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
 
 from app.main import create_app
 from app.render import highlight, word_highlight
 from app.settings import Settings
 
 try:
-    from web_fixtures import XSS_IMG, XSS_SCRIPT, AsyncFakeAnalyzer, FakeAnalyzer, web_app, web_client, web_database  # noqa: F401
+    from web_fixtures import (  # noqa: F401
+        XSS_IMG,
+        XSS_SCRIPT,
+        AsyncFakeAnalyzer,
+        FakeAnalyzer,
+        labeled,
+        web_app,
+        web_client,
+        web_database,
+        web_facts,
+        wrong,
+    )
 except ImportError:  # tests/ is a package
-    from tests.web_fixtures import XSS_IMG, XSS_SCRIPT, AsyncFakeAnalyzer, FakeAnalyzer, web_app, web_client, web_database  # noqa: F401
-
-
-# --- what the database says ------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def facts(web_database):
-    """Catalogue reviews with gold label and both predictions, straight from SQL."""
-    engine = create_engine(web_database)
-    with engine.connect() as connection:
-        rows = connection.execute(
-            text(
-                """
-                SELECT r.id, r.title_id, r.label, b.label, b.p_positive, n.label, m.title
-                FROM reviews r
-                JOIN movies m ON m.title_id = r.title_id
-                LEFT JOIN predictions b ON b.review_id = r.id AND b.model = 'bert'
-                LEFT JOIN predictions n ON n.review_id = r.id AND n.model = 'nbsvm'
-                WHERE r.split = 'catalogue'
-                ORDER BY r.id
-                """
-            )
-        ).all()
-        hidden = [row[0] for row in connection.execute(text("SELECT id FROM reviews WHERE split != 'catalogue'"))]
-        sentences = Counter(
-            dict(
-                connection.execute(
-                    text("SELECT review_id, count(*) FROM sentences GROUP BY review_id")
-                ).all()
-            )
-        )
-    engine.dispose()
-    reviews = [
-        dict(id=r[0], title_id=r[1], gold=r[2], bert=r[3], p=r[4], nbsvm=r[5], title=r[6] or r[1]) for r in rows
-    ]
-    by_title = defaultdict(list)
-    for review in reviews:
-        by_title[review["title_id"]].append(review)
-    return {"reviews": reviews, "by_title": dict(by_title), "hidden": hidden, "sentences": sentences}
-
-
-def wrong(reviews, model="bert"):
-    return [r for r in reviews if r["gold"] is not None and r[model] != r["gold"]]
-
-
-def labeled(reviews):
-    return [r for r in reviews if r["gold"] is not None]
+    from tests.web_fixtures import (  # noqa: F401
+        XSS_IMG,
+        XSS_SCRIPT,
+        AsyncFakeAnalyzer,
+        FakeAnalyzer,
+        labeled,
+        web_app,
+        web_client,
+        web_database,
+        web_facts,
+        wrong,
+    )
 
 
 def get_json(client, path):
@@ -79,12 +52,12 @@ def get_json(client, path):
 # --- dashboard -------------------------------------------------------------------------------
 
 
-def test_dashboard_without_analyze_is_a_plain_catalogue(web_client, facts):
+def test_dashboard_without_analyze_is_a_plain_catalogue(web_client, web_facts):
     response = web_client.get("/")
     assert response.status_code == 200
     html = response.text
-    assert html.count('class="card"') == len(facts["by_title"])
-    assert f"{len(facts['reviews'])} total reviews of {len(facts['by_title'])} titles" in html
+    assert html.count('class="card"') == len(web_facts["by_title"])
+    assert f"{len(web_facts['reviews'])} total reviews of {len(web_facts['by_title'])} titles" in html
     for sentiment in ("positive", "negative", "accuracy (", "bar-fill", "badge", 'class="hl'):
         assert sentiment not in html
     # accuracy and comparison switches are inactive while Analyze is off
@@ -92,12 +65,12 @@ def test_dashboard_without_analyze_is_a_plain_catalogue(web_client, facts):
     assert "Only In Training" not in html  # a title with no catalogue reviews
 
 
-def test_dashboard_figures_equal_the_database(web_client, facts):
+def test_dashboard_figures_equal_the_database(web_client, web_facts):
     data = get_json(web_client, "/?analyze=1&accuracy=1")
-    reviews = facts["reviews"]
+    reviews = web_facts["reviews"]
     bert = data["summary"]["models"]["bert"]
     assert data["summary"]["reviews"] == len(reviews)
-    assert data["summary"]["titles"] == len(facts["by_title"])
+    assert data["summary"]["titles"] == len(web_facts["by_title"])
     assert bert["positive"] == sum(r["bert"] == "positive" for r in reviews)
     assert bert["wrong"] == len(wrong(reviews))
     assert bert["accuracy"] == pytest.approx(1 - len(wrong(reviews)) / len(labeled(reviews)))
@@ -105,8 +78,8 @@ def test_dashboard_figures_equal_the_database(web_client, facts):
     assert sum(run["count"] for run in bert["bar"]) == len(reviews)
     assert "nbsvm" not in data["summary"]["models"]
     cards = {card["title_id"]: card for card in data["titles"]}
-    assert set(cards) == set(facts["by_title"])
-    for title_id, title_reviews in facts["by_title"].items():
+    assert set(cards) == set(web_facts["by_title"])
+    for title_id, title_reviews in web_facts["by_title"].items():
         card = cards[title_id]["models"]["bert"]
         assert cards[title_id]["reviews"] == len(title_reviews)
         assert card["positive"] == sum(r["bert"] == "positive" for r in title_reviews)
@@ -123,19 +96,19 @@ def test_dashboard_figures_equal_the_database(web_client, facts):
     assert html.count('class="tick ') == 2 * len(wrong(reviews))  # summary plus the cards
 
 
-def test_dashboard_comparison_shows_both_models(web_client, facts):
+def test_dashboard_comparison_shows_both_models(web_client, web_facts):
     data = get_json(web_client, "/?analyze=1&accuracy=1&compare=1")
     nbsvm = data["summary"]["models"]["nbsvm"]
     assert list(data["summary"]["models"]) == ["nbsvm", "bert"]
-    assert nbsvm["wrong"] == len(wrong(facts["reviews"], "nbsvm"))
+    assert nbsvm["wrong"] == len(wrong(web_facts["reviews"], "nbsvm"))
     html = web_client.get("/?analyze=1&compare=1").text
-    assert html.count('class="model-bar" data-model="nbsvm"') == len(facts["by_title"]) + 1
-    assert html.count('class="model-bar" data-model="bert"') == len(facts["by_title"]) + 1
+    assert html.count('class="model-bar" data-model="nbsvm"') == len(web_facts["by_title"]) + 1
+    assert html.count('class="model-bar" data-model="bert"') == len(web_facts["by_title"]) + 1
 
 
-def _expected_order(facts, sort):
+def _expected_order(web_facts, sort):
     titles = []
-    for title_id, reviews in facts["by_title"].items():
+    for title_id, reviews in web_facts["by_title"].items():
         positive = sum(r["bert"] == "positive" for r in reviews) / len(reviews)
         accuracy = 1 - len(wrong(reviews)) / len(labeled(reviews))
         titles.append((title_id, len(reviews), positive, accuracy, len(wrong(reviews)), reviews[0]["title"]))
@@ -151,18 +124,18 @@ def _expected_order(facts, sort):
 
 
 @pytest.mark.parametrize("sort", ["reviews", "title", "positive", "negative", "accurate", "inaccurate"])
-def test_dashboard_sort_orders(web_client, facts, sort):
+def test_dashboard_sort_orders(web_client, web_facts, sort):
     data = get_json(web_client, f"/?analyze=1&accuracy=1&sort={sort}")
     assert data["view"]["sort"] == sort
-    assert [card["title_id"] for card in data["titles"]] == _expected_order(facts, sort)
+    assert [card["title_id"] for card in data["titles"]] == _expected_order(web_facts, sort)
 
 
-def test_sorts_need_their_switches(web_client, facts):
+def test_sorts_need_their_switches(web_client, web_facts):
     # sentiment sorts need Analyze, accuracy sorts need accuracy: otherwise most reviews
     for query in ("?sort=positive", "?analyze=1&sort=accurate", "?sort=inaccurate&accuracy=1", "?sort=bogus"):
         data = get_json(web_client, "/" + query)
         assert data["view"]["sort"] == "reviews"
-        assert [c["title_id"] for c in data["titles"]] == _expected_order(facts, "reviews")
+        assert [c["title_id"] for c in data["titles"]] == _expected_order(web_facts, "reviews")
     html = web_client.get("/?analyze=1").text
     assert "sort=accurate" not in html and "sort=positive" in html
     assert "sort=accurate" in web_client.get("/?analyze=1&accuracy=1").text
@@ -187,12 +160,12 @@ def test_switches_keep_the_rest_of_the_state(web_client):
 # --- title page ------------------------------------------------------------------------------
 
 
-def test_title_page_metadata_and_plain_reviews(web_client, facts):
+def test_title_page_metadata_and_plain_reviews(web_client, web_facts):
     html = web_client.get("/movies/tt0100001").text
     assert "<h1>The Lighthouse Keeper</h1>" in html
     assert "2004 · 112 min · PG-13" in html
     assert "Ann Example" in html
-    assert html.count('<article class="review') == len(facts["by_title"]["tt0100001"])
+    assert html.count('<article class="review') == len(web_facts["by_title"]["tt0100001"])
     for absent in ("positive", "badge", 'class="hl', "highlight"):
         assert absent not in html.split("<main")[1]
     # a title without metadata shows its id
@@ -200,8 +173,8 @@ def test_title_page_metadata_and_plain_reviews(web_client, facts):
     assert "<h1>tt0100004</h1>" in html and "No metadata is known" in html
 
 
-def test_title_page_predictions_highlights_and_wrong_marks(web_client, facts):
-    reviews = facts["by_title"]["tt0100001"]
+def test_title_page_predictions_highlights_and_wrong_marks(web_client, web_facts):
+    reviews = web_facts["by_title"]["tt0100001"]
     data = get_json(web_client, "/movies/tt0100001?analyze=1&accuracy=1")
     assert data["wrong_reviews"] == len(wrong(reviews))
     assert {r["id"] for r in data["reviews"]} == {r["id"] for r in reviews}
@@ -232,8 +205,8 @@ def test_title_page_predictions_highlights_and_wrong_marks(web_client, facts):
     assert len(get_json(web_client, "/movies/tt0100001?analyze=1&wrong=1")["reviews"]) == len(reviews)
 
 
-def test_title_page_comparison_has_two_columns_and_marks_disagreements(web_client, facts):
-    reviews = facts["by_title"]["tt0100001"]
+def test_title_page_comparison_has_two_columns_and_marks_disagreements(web_client, web_facts):
+    reviews = web_facts["by_title"]["tt0100001"]
     html = web_client.get("/movies/tt0100001?analyze=1&compare=1").text
     assert html.count('class="compare"') == len(reviews)
     assert html.count('class="model-col" data-model="nbsvm"') == len(reviews)
@@ -247,10 +220,10 @@ def test_title_page_comparison_has_two_columns_and_marks_disagreements(web_clien
     assert html.count('class="wrong-mark"') == len(wrong(reviews, "bert")) + len(wrong(reviews, "nbsvm"))
 
 
-def test_title_page_hides_other_splits(web_client, facts):
+def test_title_page_hides_other_splits(web_client, web_facts):
     data = get_json(web_client, "/movies/tt0100002?analyze=1")
-    assert {r["id"] for r in data["reviews"]} == {r["id"] for r in facts["by_title"]["tt0100002"]}
-    assert not {r["id"] for r in data["reviews"]} & set(facts["hidden"])
+    assert {r["id"] for r in data["reviews"]} == {r["id"] for r in web_facts["by_title"]["tt0100002"]}
+    assert not {r["id"] for r in data["reviews"]} & set(web_facts["hidden"])
     user = [r for r in data["reviews"] if r["source"] == "user"]
     assert len(user) == 1
     html = web_client.get("/movies/tt0100002?analyze=1&accuracy=1").text
@@ -260,17 +233,17 @@ def test_title_page_hides_other_splits(web_client, facts):
 # --- review, disagreements, about ------------------------------------------------------------
 
 
-def test_review_page(web_client, facts):
-    review = facts["by_title"]["tt0100001"][3]  # "Great cast, great score, great locations. ..."
+def test_review_page(web_client, web_facts):
+    review = web_facts["by_title"]["tt0100001"][3]  # "Great cast, great score, great locations. ..."
     html = web_client.get(f"/reviews/{review['id']}?analyze=1&accuracy=1").text
     assert html.count('class="model-col"') == 2
     table = html.split('<table class="weights">')[1].split("</table>")[0]
-    assert table.count("<tr>") == facts["sentences"][review["id"]] + 1  # plus the header
+    assert table.count("<tr>") == web_facts["sentences"][review["id"]] + 1  # plus the header
     word_view = html.split('class="text word-view">')[1].split("</div>")[0]
     assert len(re.findall(r'<span class="hl pos"[^>]*>great</span>', word_view, re.I)) == 3
     assert "Gold label:" in html and "wrong-mark" in html
     # whole words only: "act" is weighted in another review but must not mark "actors"
-    other = facts["by_title"]["tt0100001"][2]
+    other = web_facts["by_title"]["tt0100001"][2]
     word_view = web_client.get(f"/reviews/{other['id']}?analyze=1").text.split("word-view")[1]
     assert ">actors<" not in word_view and "actors" in word_view
     # without Analyze: the text alone
@@ -281,8 +254,8 @@ def test_review_page(web_client, facts):
     assert data["words"][0] == {"word": "great", "weight": 0.3}
 
 
-def test_disagreements(web_client, facts):
-    expected = [r for r in facts["reviews"] if r["bert"] != r["nbsvm"]]
+def test_disagreements(web_client, web_facts):
+    expected = [r for r in web_facts["reviews"] if r["bert"] != r["nbsvm"]]
     data = get_json(web_client, "/disagreements")
     assert data["count"] == len(expected)
     assert {r["id"] for r in data["reviews"]} == {r["id"] for r in expected}
@@ -363,9 +336,9 @@ def test_review_text_and_metadata_are_escaped(web_client):
 
 
 @pytest.mark.parametrize("path", ["/movies/tt9999999", "/movies/tt0100005", "/reviews/99999", "/reviews/15", "/nowhere"])
-def test_unknown_ids_give_a_404_page(web_client, facts, path):
+def test_unknown_ids_give_a_404_page(web_client, web_facts, path):
     if path == "/reviews/15":
-        path = f"/reviews/{facts['hidden'][0]}"  # a training review is not in the catalogue
+        path = f"/reviews/{web_facts['hidden'][0]}"  # a training review is not in the catalogue
     response = web_client.get(path)
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("text/html")

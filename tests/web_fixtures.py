@@ -10,10 +10,12 @@ and evaluation reviews the pages must not show, and a run record with metrics.
 Import the fixtures into a test module: ``from web_fixtures import web_client``.
 """
 
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
 
 from app.db import (
     Explanation,
@@ -329,6 +331,50 @@ def web_app(web_database):
 def web_client(web_app):
     with TestClient(web_app) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def web_facts(web_database):
+    """Catalogue reviews with gold label and both predictions, straight from SQL."""
+    engine = create_engine(web_database)
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text(
+                """
+                SELECT r.id, r.title_id, r.label, b.label, b.p_positive, n.label, m.title
+                FROM reviews r
+                JOIN movies m ON m.title_id = r.title_id
+                LEFT JOIN predictions b ON b.review_id = r.id AND b.model = 'bert'
+                LEFT JOIN predictions n ON n.review_id = r.id AND n.model = 'nbsvm'
+                WHERE r.split = 'catalogue'
+                ORDER BY r.id
+                """
+            )
+        ).all()
+        hidden = [row[0] for row in connection.execute(text("SELECT id FROM reviews WHERE split != 'catalogue'"))]
+        sentences = Counter(
+            dict(
+                connection.execute(
+                    text("SELECT review_id, count(*) FROM sentences GROUP BY review_id")
+                ).all()
+            )
+        )
+    engine.dispose()
+    reviews = [
+        dict(id=r[0], title_id=r[1], gold=r[2], bert=r[3], p=r[4], nbsvm=r[5], title=r[6] or r[1]) for r in rows
+    ]
+    by_title = defaultdict(list)
+    for review in reviews:
+        by_title[review["title_id"]].append(review)
+    return {"reviews": reviews, "by_title": dict(by_title), "hidden": hidden, "sentences": sentences}
+
+
+def wrong(reviews, model="bert"):
+    return [r for r in reviews if r["gold"] is not None and r[model] != r["gold"]]
+
+
+def labeled(reviews):
+    return [r for r in reviews if r["gold"] is not None]
 
 
 class FakeAnalyzer:
