@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException
 import app as app_package
 from app import queries, render
 from app.db import MODELS
-from app.view import MAIN_MODEL, MODEL_NAMES, SORTS, View
+from app.view import MAIN_MODEL, MODEL_NAMES, View
 
 log = logging.getLogger("textflix")
 
@@ -50,7 +50,7 @@ def _duration(seconds: float | None) -> str:
 
 
 def _pct(value: float | None, digits: int = 0) -> str:
-    return "–" if value is None else f"{value:.{digits}%}"
+    return "–" if value is None or not math.isfinite(value) else f"{value:.{digits}%}"
 
 
 templates.env.filters.update(
@@ -71,7 +71,6 @@ templates.env.globals.update(
     MODEL_NAMES=MODEL_NAMES,
     MODELS=MODELS,
     MAIN_MODEL=MAIN_MODEL,
-    SORTS=SORTS,
     ANALYSIS_VIEW=View(analyze=True, accuracy=True, compare=True),
 )
 
@@ -106,15 +105,14 @@ def _json_safe(value):
     return value
 
 
-def respond(request: Request, template: str, data: dict, view: View | None = None, status_code: int = 200) -> Response:
-    """The page as HTML, or its data as JSON when the client asks for JSON."""
+def respond(request: Request, template: str, data: dict, view: View, status_code: int = 200) -> Response:
+    """The page as HTML, or its data (and the view) as JSON when the client asks for JSON."""
     if wants_json(request):
-        payload = {"view": view.as_dict(), **data} if view is not None else data
-        return JSONResponse(_json_safe(payload), status_code=status_code)
+        return JSONResponse(_json_safe({"view": view.as_dict(), **data}), status_code=status_code)
     path = request.url.path
     query = request.url.query
     json_url = ("/index.json" if path == "/" else path + ".json") + (f"?{query}" if query else "")
-    context = {"view": view or View(), "path": path, "json_url": json_url, **data}
+    context = {"view": view, "path": path, "json_url": json_url, **data}
     return templates.TemplateResponse(request, template, context, status_code=status_code)
 
 
@@ -243,10 +241,8 @@ async def _http_error(request: Request, error: HTTPException) -> Response:
     if wants_json(request) or request.url.path.startswith("/api/"):
         return await http_exception_handler(request, error)
     titles = {404: "Not found", 405: "Method not allowed"}
-    message = error.detail if error.status_code != 404 or error.detail != "Not Found" else (
-        "There is no page at this address."
-    )
-    return _error_page(request, error.status_code, titles.get(error.status_code, "Error"), str(message))
+    message = "There is no page at this address." if error.detail == "Not Found" else str(error.detail)
+    return _error_page(request, error.status_code, titles.get(error.status_code, "Error"), message)
 
 
 async def _database_unavailable(request: Request, error: DatabaseUnavailable) -> Response:

@@ -14,18 +14,12 @@ from starlette.requests import Request
 MAIN_MODEL = "bert"
 MODEL_NAMES = {"nbsvm": "NB-SVM", "bert": "BERT"}
 
-# Dashboard sort orders: name -> label, and which need Analyze / accuracy.
-SORTS = {
-    "reviews": "reviews",
-    "title": "title",
-    "positive": "positive",
-    "negative": "negative",
-    "accurate": "accurate",
-    "inaccurate": "inaccurate",
-}
+# Dashboard sort orders ("sorted by most: ..."): two always, two with Analyze, two with accuracy.
 DEFAULT_SORT = "reviews"
+_PLAIN_SORTS = (DEFAULT_SORT, "title")
 _ANALYZE_SORTS = ("positive", "negative")
 _ACCURACY_SORTS = ("accurate", "inaccurate")
+SORTS = _PLAIN_SORTS + _ANALYZE_SORTS + _ACCURACY_SORTS
 
 
 def _flag(value: str | None) -> bool:
@@ -74,7 +68,7 @@ class View:
     @property
     def sorts(self) -> list[str]:
         """The sort orders on offer in this view."""
-        names = ["reviews", "title"]
+        names = list(_PLAIN_SORTS)
         if self.analyze:
             names += _ANALYZE_SORTS
         if self.show_accuracy:
