@@ -122,6 +122,9 @@ def not_found(what: str) -> HTTPException:
 
 router = APIRouter(include_in_schema=False)
 
+# Each page answers at its path and at its .json twin. Decorators apply bottom-up, so the
+# twin (the lower one) is registered first: "/movies/{title_id}" would swallow "x.json".
+
 
 @router.get("/")
 @router.get("/index.json")

@@ -23,8 +23,11 @@ STEP_ORDER = ("data", "nbsvm", "bert", "predict", "explain", "evaluate")
 # --- rows ------------------------------------------------------------------------------
 
 
-def review_rows(session: Session, *conditions, text: bool = False) -> list[dict]:
-    """Catalogue reviews matching ``conditions`` with both models' predictions, one query."""
+def review_rows(session: Session, *conditions, text: bool = False, disagreeing: bool = False) -> list[dict]:
+    """Catalogue reviews matching ``conditions`` with both models' predictions, one query.
+
+    ``disagreeing`` keeps only the reviews that the two models label differently.
+    """
     aliases = {model: aliased(Prediction, name=f"p_{model}") for model in MODELS}
     columns = [Review.id, Review.title_id, Review.label, Review.rating, Review.source]
     if text:
@@ -35,6 +38,9 @@ def review_rows(session: Session, *conditions, text: bool = False) -> list[dict]
             alias, and_(alias.review_id == Review.id, alias.model == model)
         )
     stmt = stmt.where(Review.split == CATALOGUE, *conditions).order_by(Review.id)
+    if disagreeing:
+        first, second = aliases.values()
+        stmt = stmt.where(first.label != second.label)
     rows = []
     for record in session.execute(stmt):
         values = list(record)
@@ -354,11 +360,7 @@ def review_page(session: Session, review_id: int, view: View) -> dict | None:
 def disagreements(session: Session) -> dict:
     """Every catalogue review the two models label differently, and which one was right."""
     view = View(analyze=True, accuracy=True, compare=True)
-    rows = [
-        row
-        for row in review_rows(session, text=True)
-        if len({prediction["label"] for prediction in row["predictions"].values()}) > 1
-    ]
+    rows = review_rows(session, text=True, disagreeing=True)
     ids = [row["id"] for row in rows]
     sentences = sentences_by_review(session, Review.id.in_(ids)) if ids else {}
     titles = dict(
@@ -380,12 +382,10 @@ def disagreements(session: Session) -> dict:
         }
         items.append(item)
     items.sort(key=lambda item: (item["title"].lower(), item["id"]))
-    return {
-        "count": len(items),
-        "right": right,
-        "reviews": items,
-        "weight_scale": weight_scales(items, MODELS),
-    }
+    scale = weight_scales(items, MODELS)
+    for item in items:  # the page shows each model's key sentence, not every sentence
+        del item["sentences"]
+    return {"count": len(items), "right": right, "reviews": items, "weight_scale": scale}
 
 
 # --- about -----------------------------------------------------------------------------
