@@ -6,6 +6,7 @@ from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from app import pages
 from app.db import make_engine, sqlite_path
 from app.settings import Settings
 
@@ -27,6 +28,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problem = database_problem(settings)
     if problem:
         log.error(problem)
+    app.state.database_problem = problem
     app.state.engine = None if problem else make_engine(settings.database)
 
     @app.get("/api/health")
@@ -41,4 +43,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 log.error("Database %s is not readable: %s", settings.database, error)
         return {"database": "ok" if reachable else "unavailable"}
 
+    pages.install(app)
     return app

@@ -1,0 +1,281 @@
+"""HTML fragments built on the server: highlighted review text and inline SVG charts.
+
+Everything that comes from the database or a user goes through ``markupsafe.escape``;
+the fragments are returned as ``Markup`` so that the templates insert them as they are.
+Colours come from CSS classes (``static/textflix.css``), intensities from ``--a``.
+"""
+
+import math
+import re
+from collections.abc import Iterable
+
+from markupsafe import Markup, escape
+
+from app.view import MODEL_NAMES
+
+MIN_ALPHA = 0.04  # weaker highlights are not drawn
+
+
+def _alpha(weight: float, scale: float) -> float:
+    return min(1.0, abs(weight) / scale) if scale > 0 else 0.0
+
+
+def _mark(text: str, weight: float | None, scale: float, what: str) -> str:
+    if weight is None or _alpha(weight, scale) < MIN_ALPHA:
+        return str(escape(text))
+    side = "pos" if weight > 0 else "neg"
+    toward = "positive" if weight > 0 else "negative"
+    return (
+        f'<span class="hl {side}" style="--a:{_alpha(weight, scale):.2f}" '
+        f'title="{escape(what)} {weight:+.3f} toward {toward}">{escape(text)}</span>'
+    )
+
+
+def _pieces(text: str, sentences: list[dict]) -> list[tuple[str, dict | None]] | None:
+    """The text cut at the sentence spans, or None if the spans do not fit the text."""
+    pieces: list[tuple[str, dict | None]] = []
+    position = 0
+    for sentence in sentences:
+        start, end = sentence.get("start"), sentence.get("end")
+        if start is None or end is None or not position <= start <= end <= len(text):
+            return None
+        if start > position:
+            pieces.append((text[position:start], None))
+        pieces.append((text[start:end], sentence))
+        position = end
+    if position < len(text):
+        pieces.append((text[position:], None))
+    return pieces
+
+
+def highlight(text: str, sentences: list[dict], model: str | None, scale: float = 1.0) -> Markup:
+    """The review text with each sentence's background coloured by ``model``'s LIME weight.
+
+    Intensity is |weight| / ``scale`` (full colour at ``scale``); green pushes toward
+    positive, orange toward negative. Without a model, the plain escaped text.
+    """
+    pieces = _pieces(text, sorted(sentences, key=lambda s: s.get("start") or 0))
+    if pieces is None:  # spans that do not match the text: show the sentences themselves
+        pieces = []
+        for sentence in sentences:
+            pieces += [(sentence["text"], sentence), (" ", None)]
+    what = f"{MODEL_NAMES.get(model, model)} sentence weight"
+    return Markup(
+        "".join(
+            _mark(piece, sentence["weights"].get(model) if sentence and model else None, scale, what)
+            for piece, sentence in pieces
+        )
+    )
+
+
+def sentence_mark(sentence: dict, model: str, scale: float) -> Markup:
+    """One sentence (``text`` and ``weight``) highlighted on its own."""
+    what = f"{MODEL_NAMES.get(model, model)} sentence weight"
+    return Markup(_mark(sentence["text"], sentence["weight"], scale, what))
+
+
+def word_highlight(text: str, words: list[dict], scale: float) -> Markup:
+    """The text with every case-insensitive, whole-word occurrence of each weighted word marked."""
+    weights = {entry["word"].lower(): entry["weight"] for entry in words if entry["word"]}
+    if not weights:
+        return Markup(escape(text))
+    pattern = re.compile(
+        r"(?<!\w)(?:" + "|".join(re.escape(word) for word in sorted(weights, key=len, reverse=True)) + r")(?!\w)",
+        re.IGNORECASE,
+    )
+    parts, position = [], 0
+    for match in pattern.finditer(text):
+        parts.append(str(escape(text[position : match.start()])))
+        parts.append(_mark(match.group(0), weights.get(match.group(0).lower()), scale, "NB-SVM word weight"))
+        position = match.end()
+    parts.append(str(escape(text[position:])))
+    return Markup("".join(parts))
+
+
+# --- bars --------------------------------------------------------------------------------
+
+
+def bar_svg(summary: dict) -> Markup:
+    """A model's reviews as one bar, ordered by positive probability (see queries.model_summary)."""
+    total = summary["scored"]
+    if not total:
+        return Markup("")
+    rects, x = [], 0
+    for run in summary["bar"]:
+        rects.append(f'<rect class="{run["level"]}" x="{x}" y="0" width="{run["count"]}" height="1"/>')
+        x += run["count"]
+    return Markup(
+        f'<svg class="bar-fill" viewBox="0 0 {total} 1" preserveAspectRatio="none" '
+        f'shape-rendering="crispEdges" aria-hidden="true" focusable="false">{"".join(rects)}</svg>'
+    )
+
+
+def ticks_svg(summary: dict) -> Markup:
+    """A tick under the bar at each wrong review, coloured by its gold label."""
+    total = summary["scored"]
+    if not total:
+        return Markup("")
+    lines = "".join(
+        f'<line class="tick gold-{"pos" if tick["gold"] == "positive" else "neg"}" '
+        f'x1="{tick["index"] + 0.5}" x2="{tick["index"] + 0.5}" y1="0" y2="1"/>'
+        for tick in summary.get("ticks", ())
+    )
+    return Markup(
+        f'<svg class="ticks" viewBox="0 0 {total} 1" preserveAspectRatio="none" '
+        f'aria-hidden="true" focusable="false">{lines}</svg>'
+    )
+
+
+# --- charts ------------------------------------------------------------------------------
+
+_WIDTH, _HEIGHT = 360, 300
+_LEFT, _RIGHT, _TOP, _BOTTOM = 52, 14, 14, 48
+
+
+def _chart(chart_id: str, title: str, description: str, body: list[str]) -> Markup:
+    return Markup(
+        f'<svg class="chart" viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img" '
+        f'aria-labelledby="{chart_id}-t {chart_id}-d" xmlns="http://www.w3.org/2000/svg">'
+        f'<title id="{chart_id}-t">{escape(title)}</title><desc id="{chart_id}-d">{escape(description)}</desc>'
+        + "".join(body)
+        + "</svg>"
+    )
+
+
+def _axes(x_ticks, y_ticks, x_label: str, y_label: str) -> list[str]:
+    """Frame, grid and labels; ticks are (position in px, label)."""
+    right, bottom = _WIDTH - _RIGHT, _HEIGHT - _BOTTOM
+    out = [f'<rect class="frame" x="{_LEFT}" y="{_TOP}" width="{right - _LEFT}" height="{bottom - _TOP}"/>']
+    for x, label in x_ticks:
+        out.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{_TOP}" y2="{bottom}"/>')
+        out.append(f'<text class="tick-label" x="{x:.1f}" y="{bottom + 16}" text-anchor="middle">{escape(label)}</text>')
+    for y, label in y_ticks:
+        out.append(f'<line class="grid" x1="{_LEFT}" x2="{right}" y1="{y:.1f}" y2="{y:.1f}"/>')
+        out.append(f'<text class="tick-label" x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(label)}</text>')
+    out.append(
+        f'<text class="axis-label" x="{(_LEFT + right) / 2:.1f}" y="{_HEIGHT - 8}" text-anchor="middle">{escape(x_label)}</text>'
+    )
+    out.append(
+        f'<text class="axis-label" transform="translate(14 {(_TOP + bottom) / 2:.1f}) rotate(-90)" '
+        f'text-anchor="middle">{escape(y_label)}</text>'
+    )
+    return out
+
+
+def _series(model: str, points: list[tuple[float, float] | None]) -> list[str]:
+    """A model's line (broken where a point is missing) with a marker at each point."""
+    out, run = [], []
+    for point in [*points, None]:
+        if point is None:
+            if len(run) > 1:
+                coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in run)
+                out.append(f'<polyline class="line m-{model}" points="{coords}"/>')
+            run = []
+        else:
+            run.append(point)
+    for point in points:
+        if point is None:
+            continue
+        x, y = point
+        if model == "nbsvm":
+            out.append(f'<rect class="marker m-{model}" x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7"/>')
+        else:
+            out.append(f'<circle class="marker m-{model}" cx="{x:.1f}" cy="{y:.1f}" r="4"/>')
+    return out
+
+
+def _legend(models: Iterable[str]) -> list[str]:
+    out = []
+    for row, model in enumerate(models):
+        y = _TOP + 16 + row * 18
+        x = _LEFT + 10
+        out.append(f'<line class="line m-{model}" x1="{x}" x2="{x + 22}" y1="{y - 4}" y2="{y - 4}"/>')
+        out.append(f'<text class="legend" x="{x + 28}" y="{y}">{escape(MODEL_NAMES.get(model, model))}</text>')
+    return out
+
+
+def calibration_svg(chart_id: str, curves: dict[str, dict], set_name: str) -> Markup:
+    """Reliability diagram: predicted positive probability against the observed share positive."""
+    right, bottom = _WIDTH - _RIGHT, _HEIGHT - _BOTTOM
+
+    def px(value: float) -> float:
+        return _LEFT + value * (right - _LEFT)
+
+    def py(value: float) -> float:
+        return bottom - value * (bottom - _TOP)
+
+    steps = [0, 0.25, 0.5, 0.75, 1]
+    body = _axes(
+        [(px(v), f"{v:g}") for v in steps],
+        [(py(v), f"{v:g}") for v in steps],
+        "Predicted probability of positive",
+        "Share actually positive",
+    )
+    body.append(f'<line class="diagonal" x1="{px(0)}" y1="{py(0)}" x2="{px(1)}" y2="{py(1)}"/>')
+    drawn = []
+    for model, curve in curves.items():
+        predicted, observed = curve.get("prob_pred") or [], curve.get("prob_true") or []
+        points = [(px(p), py(t)) for p, t in zip(predicted, observed, strict=False) if p is not None and t is not None]
+        if points:
+            body += _series(model, points)
+            drawn.append(model)
+    body += _legend(drawn)
+    description = "; ".join(
+        f"{MODEL_NAMES.get(m, m)}: "
+        + ", ".join(
+            f"{p:.2f} predicted → {t:.2f} observed"
+            for p, t in zip(curves[m].get("prob_pred") or [], curves[m].get("prob_true") or [], strict=False)
+            if p is not None and t is not None
+        )
+        for m in drawn
+    )
+    return _chart(chart_id, f"Calibration on the {set_name} set", description or "No calibration data.", body)
+
+
+def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
+    """Accuracy against the number of training examples, one line per model."""
+    sizes = [s for s in curve.get("sizes") or [] if s]
+    models = [m for m in ("nbsvm", "bert") if any(v is not None for v in curve.get(m) or [])]
+    values = [v for m in models for v in curve[m] if v is not None]
+    if not sizes or not values:
+        return Markup("")
+    right, bottom = _WIDTH - _RIGHT, _HEIGHT - _BOTTOM
+    low, high = min(sizes), max(sizes)
+    logarithmic = high / low >= 10
+
+    def px(size: float) -> float:
+        if high == low:
+            return (_LEFT + right) / 2
+        if logarithmic:
+            fraction = (math.log(size) - math.log(low)) / (math.log(high) - math.log(low))
+        else:
+            fraction = (size - low) / (high - low)
+        return _LEFT + 12 + fraction * (right - _LEFT - 24)
+
+    floor = max(0.0, min(0.5, math.floor(min(values) * 10) / 10))
+
+    def py(value: float) -> float:
+        return bottom - (value - floor) / (1 - floor) * (bottom - _TOP)
+
+    y_steps = [floor + i * (1 - floor) / 5 for i in range(6)]
+    body = _axes(
+        [(px(s), f"{s:,}") for s in sizes],
+        [(py(v), f"{v:.0%}") for v in y_steps],
+        "Training examples" + (" (log scale)" if logarithmic else ""),
+        "Accuracy",
+    )
+    for model in models:
+        accuracies = curve[model]
+        points = [
+            (px(size), py(value)) if value is not None else None
+            for size, value in zip(curve["sizes"], accuracies, strict=False)
+            if size
+        ]
+        body += _series(model, points)
+    body += _legend(models)
+    description = "; ".join(
+        f"{MODEL_NAMES[m]}: "
+        + ", ".join(f"{s:,} → {v:.0%}" for s, v in zip(curve["sizes"], curve[m], strict=False) if v is not None)
+        for m in models
+    )
+    return _chart(chart_id, "Learning curve", description, body)

@@ -1,0 +1,225 @@
+"""Median server-side render time of the Textflix pages.
+
+Builds a database the size of the full default catalogue (50 titles, ~1,100 reviews of
+~10 sentences, both models' predictions and sentence weights, NB-SVM word weights,
+500 training and 2,000 evaluation reviews) or takes one with --database, then requests
+the pages in-process with FastAPI's TestClient and prints one line per figure:
+
+    python scripts/bench_pages.py [--database sqlite:///data/textflix.db] [--requests 30]
+"""
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+from sqlalchemy import func, insert, select
+from sqlalchemy.orm import Session
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.db import (  # noqa: E402
+    Movie,
+    Prediction,
+    Review,
+    Run,
+    Sentence,
+    SentenceWeight,
+    WordWeight,
+    make_engine,
+    migrate,
+)
+from app.main import create_app  # noqa: E402
+from app.settings import Settings  # noqa: E402
+
+VOCABULARY = (
+    "the film story acting plot great boring wonderful awful slow funny sad music scenes "
+    "director cast ending script characters beautiful terrible brilliant dull moving long "
+    "predictable charming clever weak strong loved hated watch again never minutes camera"
+).split()
+
+
+def _sentence(rng: random.Random) -> str:
+    words = rng.choices(VOCABULARY, k=rng.randint(6, 16))
+    return " ".join(words).capitalize() + rng.choice(".!.?.")
+
+
+def build_database(url: str, titles: int = 50, reviews: int = 1100, seed: int = 0) -> None:
+    """Fill an empty database at ``url`` with a synthetic catalogue of the full size."""
+    rng = random.Random(seed)
+    engine = make_engine(url)
+    migrate(engine)
+    movies, review_rows, predictions, sentences, weights, words = [], [], [], [], [], []
+    for index in range(titles):
+        movies.append(
+            dict(
+                title_id=f"tt{index:07d}",
+                title=None if index % 17 == 5 else f"Synthetic Title {index}",
+                year=1970 + index % 50,
+                runtime_min=80 + index % 60,
+                rated=rng.choice(["G", "PG", "PG-13", "R", None]),
+                genres="Drama|Comedy",
+                plot=" ".join(rng.choices(VOCABULARY, k=30)),
+            )
+        )
+    sentence_id = 0
+    review_id = 0
+
+    def add_review(title_id: str, split: str, explained: bool) -> None:
+        nonlocal review_id, sentence_id
+        review_id += 1
+        gold = rng.choice(["positive", "negative"])
+        parts, spans, text = [_sentence(rng) for _ in range(rng.randint(8, 12))], [], ""
+        for part in parts:
+            text += " " if text else ""
+            spans.append((len(text), len(text) + len(part)))
+            text += part
+        review_rows.append(
+            dict(
+                id=review_id,
+                title_id=title_id,
+                text=text,
+                label=gold,
+                rating=8 if gold == "positive" else 3,
+                split=split,
+                source="imdb",
+                source_key=f"{split}/{review_id}",
+                word_count=len(text.split()),
+            )
+        )
+        if split == "train":
+            return
+        for model, accuracy in (("bert", 0.92), ("nbsvm", 0.79)):
+            right = rng.random() < accuracy
+            label = gold if right else ("negative" if gold == "positive" else "positive")
+            confidence = rng.uniform(0.5, 1.0)
+            p_positive = confidence if label == "positive" else 1 - confidence
+            predictions.append(dict(review_id=review_id, model=model, label=label, p_positive=p_positive))
+        if not explained:
+            return
+        for position, (part, (start, end)) in enumerate(zip(parts, spans, strict=True)):
+            sentence_id += 1
+            sentences.append(dict(id=sentence_id, review_id=review_id, position=position, start=start, end=end, text=part))
+            for model in ("bert", "nbsvm"):
+                weights.append(dict(sentence_id=sentence_id, model=model, weight=rng.gauss(0, 0.15)))
+        for word in set(rng.sample(VOCABULARY, 20)):
+            words.append(dict(review_id=review_id, model="nbsvm", word=word, weight=rng.gauss(0, 0.1)))
+
+    # uneven titles, like the real catalogue: 13 to 30 reviews each
+    counts = [reviews // titles + (index < reviews % titles) for index in range(titles)]
+    for _ in range(10 * titles):
+        give, take = rng.randrange(titles), rng.randrange(titles)
+        if counts[give] > 13 and counts[take] < 30 and give != take:
+            counts[give] -= 1
+            counts[take] += 1
+    for movie, count in zip(movies, counts, strict=True):
+        for _ in range(count):
+            add_review(movie["title_id"], "catalogue", True)
+    for _ in range(500):
+        add_review(rng.choice(movies)["title_id"], "train", False)
+    for _ in range(2000):
+        add_review(rng.choice(movies)["title_id"], "eval", False)
+
+    with engine.begin() as connection:
+        for table, rows in (
+            (Movie, movies),
+            (Review, review_rows),
+            (Prediction, predictions),
+            (Sentence, sentences),
+            (SentenceWeight, weights),
+            (WordWeight, words),
+        ):
+            connection.execute(insert(table), rows)
+        metrics = {
+            model: {
+                name: {
+                    "accuracy": acc,
+                    "f1": acc,
+                    "confusion": [[450, 50], [40, 460]],
+                    "ece": 0.05,
+                    "calibration": {"prob_pred": [0.1, 0.5, 0.9], "prob_true": [0.15, 0.5, 0.85], "count": [1, 1, 1]},
+                    "n": 1000,
+                }
+                for name in ("eval", "catalogue")
+            }
+            for model, acc in (("bert", 0.92), ("nbsvm", 0.79))
+        }
+        connection.execute(
+            insert(Run),
+            [
+                dict(
+                    status="complete",
+                    config={"train_size": 500, "titles": titles},
+                    steps={"data": {"seconds": 1.0}},
+                    counts={"titles": titles, "catalogue": reviews, "train": 500, "eval": 2000},
+                    metrics=metrics,
+                )
+            ],
+        )
+    engine.dispose()
+
+
+def median_ms(client: TestClient, path: str, requests: int) -> float:
+    for _ in range(3):  # warm up: templates compiled, caches filled
+        assert client.get(path).status_code == 200, path
+    timings = []
+    for _ in range(requests):
+        start = time.perf_counter()
+        response = client.get(path)
+        timings.append(time.perf_counter() - start)
+        assert response.status_code == 200, path
+    return statistics.median(timings) * 1000
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database", help="SQLAlchemy URL of a built database (default: build a synthetic one)")
+    parser.add_argument("--requests", type=int, default=30, help="timed requests per page")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        url = args.database
+        if url is None:
+            url = f"sqlite:///{Path(scratch) / 'bench.db'}"
+            start = time.perf_counter()
+            build_database(url)
+            print(f"built a synthetic database in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        app = create_app(Settings(database_url=url))
+        with Session(app.state.engine) as session:
+            catalogue = session.scalar(select(func.count()).where(Review.split == "catalogue"))
+            sentence_count = session.scalar(
+                select(func.count(Sentence.id)).join(Review).where(Review.split == "catalogue")
+            )
+            title_id, title_reviews = session.execute(
+                select(Review.title_id, func.count())
+                .where(Review.split == "catalogue")
+                .group_by(Review.title_id)
+                .order_by(func.count().desc())
+                .limit(1)
+            ).one()
+            review_id = session.scalar(select(Review.id).where(Review.title_id == title_id, Review.split == "catalogue"))
+        print(
+            f"database: {catalogue:,} catalogue reviews, {sentence_count:,} sentences; "
+            f"{args.requests} timed requests per page",
+            file=sys.stderr,
+        )
+        pages = [
+            ("dashboard, Analyze and accuracy on", "/?analyze=1&accuracy=1"),
+            ("dashboard, Analyze off", "/"),
+            (f"title page ({title_reviews} reviews), accuracy and comparison on", f"/movies/{title_id}?analyze=1&accuracy=1&compare=1"),
+            (f"title page ({title_reviews} reviews), Analyze off", f"/movies/{title_id}"),
+            ("review page, Analyze on", f"/reviews/{review_id}?analyze=1&accuracy=1"),
+            ("disagreements", "/disagreements"),
+        ]
+        with TestClient(app) as client:
+            for label, path in pages:
+                print(f"median render time, {label}: {median_ms(client, path, args.requests):.1f} ms")
+        app.state.engine.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""Browser tests: the pages in Chromium (Playwright, sync API) against a live server.
+
+Needs Debian's chromium (``apt-get install chromium``) at /usr/bin/chromium or at
+``$TEXTFLIX_CHROMIUM``; without it these tests are skipped. Screenshots of every page,
+with Analyze off and on, at desktop and phone width, go to test-artifacts/screenshots.
+"""
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from app.main import create_app
+from app.settings import Settings
+
+try:
+    from web_fixtures import FakeAnalyzer, XSS_IMG, XSS_SCRIPT, labeled, web_database, web_facts, wrong  # noqa: F401
+except ImportError:  # tests/ is a package
+    from tests.web_fixtures import FakeAnalyzer, XSS_IMG, XSS_SCRIPT, labeled, web_database, web_facts, wrong  # noqa: F401
+
+CHROMIUM = Path(os.environ.get("TEXTFLIX_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "screenshots"
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 360, "height": 740}
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason=f"Chromium is not installed at {CHROMIUM} (apt-get install chromium, or set TEXTFLIX_CHROMIUM)",
+)
+
+
+@pytest.fixture(scope="module")
+def live_server(web_database):
+    """The app on a free localhost port, in a thread, with a stand-in analyzer for /analyze."""
+    app = create_app(Settings(database_url=web_database))
+    app.state.analyzer = FakeAnalyzer()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            pytest.fail("the test server did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def browser(request):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+    plugins = request.config.pluginmanager
+    reporter, capture = plugins.get_plugin("terminalreporter"), plugins.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\nBrowser screenshots: {SCREENSHOTS}")
+
+
+def _page(browser, live_server, viewport):
+    """A page that records every request and fails on script dialogs and errors."""
+    context = browser.new_context(viewport=viewport, base_url=live_server)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.requests, page.problems = [], []
+    page.on("request", lambda req: page.requests.append(req.url))
+    page.on("dialog", lambda dialog: (page.problems.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+    page.on("pageerror", lambda error: page.problems.append(f"script error: {error}"))
+    return context, page
+
+
+def _check_and_close(context, page, live_server):
+    try:
+        assert page.problems == []
+        foreign = [url for url in page.requests if not url.startswith(live_server + "/") and not url.startswith("data:")]
+        assert foreign == [], "pages must load nothing from other hosts"
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context, page = _page(browser, live_server, DESKTOP)
+    yield page
+    _check_and_close(context, page, live_server)
+
+
+@pytest.fixture
+def phone(browser, live_server):
+    context, page = _page(browser, live_server, PHONE)
+    yield page
+    _check_and_close(context, page, live_server)
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def switch(page, name):
+    return page.locator(f"[data-switch={name}]")
+
+
+def test_switches_on_the_dashboard(page, web_facts):
+    reviews = web_facts["reviews"]
+    page.goto("/")
+    assert page.locator(".card").count() == len(web_facts["by_title"])
+    body = page.locator("body").inner_text().lower()
+    assert "positive" not in body and "negative" not in body and "accuracy (" not in body
+    assert page.locator(".bar-fill, .badge, .ticks").count() == 0
+    assert switch(page, "accuracy").get_attribute("aria-disabled") == "true"
+    shot(page, "dashboard-analyze-off")
+
+    switch(page, "analyze").click()
+    page.wait_for_url("**/?analyze=1")
+    assert switch(page, "analyze").get_attribute("aria-checked") == "true"
+    assert page.locator("#summary .bar-fill").is_visible()
+    assert page.locator(".card .bar-fill").count() == len(web_facts["by_title"])
+    assert page.locator(".tick").count() == 0
+    assert "positive" in page.locator("#summary").inner_text()
+
+    switch(page, "accuracy").click()
+    page.wait_for_url("**/?analyze=1&accuracy=1")
+    assert page.locator("#summary .tick").count() == len(wrong(reviews))
+    assert f"({len(wrong(reviews))} wrong)" in page.locator("#summary").inner_text()
+    assert page.locator(".sortbar a", has_text="inaccurate").is_visible()
+    shot(page, "dashboard-analyze-on")
+
+    switch(page, "compare").click()
+    page.wait_for_url("**/?analyze=1&accuracy=1&compare=1")
+    for card in page.locator(".card").all():
+        assert card.locator(".model-bar").count() == 2
+    assert page.locator("#summary .model-name").all_inner_texts() == ["NB-SVM", "BERT"]
+    shot(page, "dashboard-compare")
+
+    # Analyze off hides everything but keeps the other switches for later
+    switch(page, "analyze").click()
+    page.wait_for_url("**/?accuracy=1&compare=1")
+    assert page.locator(".bar-fill, .tick, .model-bar").count() == 0
+    assert switch(page, "compare").get_attribute("aria-disabled") == "true"
+    switch(page, "analyze").click()
+    page.wait_for_url("**/?analyze=1&accuracy=1&compare=1")
+    assert page.locator("#summary .model-bar").count() == 2
+
+    page.locator(".sortbar a", has_text="inaccurate").click()
+    page.wait_for_url("**sort=inaccurate")
+    assert page.locator(".sortbar a[aria-current=true]").inner_text() == "inaccurate"
+
+
+def test_switches_work_from_the_keyboard(page):
+    page.goto("/")
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.dataset.switch") == "analyze":
+            break
+    else:
+        pytest.fail("Tab never reached the Analyze switch")
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline not in ("", "none")
+    assert switch(page, "analyze").inner_text() == "Analyze"  # a visible label
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/?analyze=1")
+    switch(page, "accuracy").focus()
+    page.keyboard.press(" ")  # a switch answers the space bar too
+    page.wait_for_url("**/?analyze=1&accuracy=1")
+
+
+def test_title_page_comparison_is_two_columns(page, web_facts):
+    reviews = web_facts["by_title"]["tt0100001"]
+    page.goto("/movies/tt0100001")
+    assert page.locator(".badge, .hl, .highlights").count() == 0
+    shot(page, "title-analyze-off")
+    switch(page, "analyze").click()
+    switch(page, "compare").click()
+    page.wait_for_url("**/movies/tt0100001?analyze=1&compare=1")
+    comparisons = page.locator(".review .compare")
+    assert comparisons.count() == len(reviews)
+    for comparison in comparisons.all():
+        left, right = comparison.locator(".model-col").all()
+        assert left.locator(".model-name").inner_text() == "NB-SVM"
+        assert right.locator(".model-name").inner_text() == "BERT"
+        a, b = left.bounding_box(), right.bounding_box()
+        assert a["x"] + a["width"] <= b["x"] and abs(a["y"] - b["y"]) < 2  # side by side
+    disagreements = [r for r in reviews if r["bert"] != r["nbsvm"]]
+    assert page.locator(".disagree-mark").count() == len(disagreements)
+    shot(page, "title-compare")
+    switch(page, "compare").click()
+    page.wait_for_url("**/movies/tt0100001?analyze=1")
+    assert page.locator(".model-col").count() == 0
+    assert page.locator(".review .badge").count() == len(reviews)
+
+
+def test_wrong_marks_equal_the_database(page, web_facts):
+    reviews = web_facts["by_title"]["tt0100001"]
+    page.goto("/movies/tt0100001?analyze=1&accuracy=1")
+    assert page.locator(".wrong-mark").count() == len(wrong(reviews))
+    assert page.locator(".gold").count() == len(reviews)
+    assert page.locator(".highlights li").count() > 0
+    shot(page, "title-analyze-on")
+    page.locator(".filter a").click()
+    page.wait_for_url("**wrong=1")
+    assert page.locator("article.review").count() == len(wrong(reviews))
+    assert page.locator(".wrong-mark").count() == len(wrong(reviews))
+    switch(page, "accuracy").click()  # the filter needs accuracy: all reviews again
+    assert page.locator("article.review").count() == len(reviews)
+    assert page.locator(".wrong-mark").count() == 0
+
+
+def test_markup_in_reviews_shows_as_text(page):
+    for path in ("/movies/tt0100002?analyze=1&compare=1", "/reviews/8?analyze=1", "/reviews/8", "/movies/tt0100003"):
+        page.goto(path)
+        text = page.locator("main").inner_text()
+        assert page.locator("main img, main script, main i, main b").count() == 0
+        if "tt0100003" in path:
+            assert "Café <i>Noir</i> & Friends" in text and "<b>tags</b>" in text
+        else:
+            assert XSS_SCRIPT in text and XSS_IMG in text
+
+
+def test_review_disagreements_about_and_analyze(page, web_facts):
+    for mode, query in (("off", ""), ("on", "?analyze=1&accuracy=1")):
+        page.goto(f"/reviews/4{query}")
+        shot(page, f"review-analyze-{mode}")
+    assert page.locator(".model-col").count() == 2
+    assert page.locator(".word-view .hl").count() >= 3
+
+    page.goto("/disagreements")
+    expected = [r for r in web_facts["reviews"] if r["bert"] != r["nbsvm"]]
+    assert page.locator("article.disagreement").count() == len(expected)
+    page.locator("article.disagreement details summary").first.click()
+    assert page.locator("article.disagreement details .text").first.is_visible()
+    shot(page, "disagreements")
+
+    page.goto("/about")
+    assert page.locator("svg.chart").count() == 3
+    shot(page, "about")
+
+    page.goto("/analyze")
+    shot(page, "analyze-form")
+    page.fill("textarea", "A great cast and a great score. But the plot is boring. Not bad overall.")
+    page.click("button[type=submit]")
+    page.wait_for_selector(".result")
+    assert page.locator(".result .model-col").count() == 2
+    assert page.locator(".result .hl.pos").count() >= 1 and page.locator(".result .hl.neg").count() >= 1
+    assert "A great cast" in page.locator("textarea").input_value()  # ready to edit and run again
+    shot(page, "analyze-result")
+
+
+PHONE_PAGES = [
+    ("dashboard-analyze-off", "/"),
+    ("dashboard-analyze-on", "/?analyze=1&accuracy=1"),
+    ("dashboard-compare", "/?analyze=1&accuracy=1&compare=1"),
+    ("title-analyze-off", "/movies/tt0100001"),
+    ("title-analyze-on", "/movies/tt0100001?analyze=1&accuracy=1"),
+    ("title-compare", "/movies/tt0100002?analyze=1&accuracy=1&compare=1"),
+    ("review-analyze-on", "/reviews/8?analyze=1&accuracy=1"),
+    ("disagreements", "/disagreements"),
+    ("about", "/about"),
+    ("analyze", "/analyze?text=Great+fun.+Boring+ending."),
+    ("not-found", "/movies/tt9999999"),
+]
+
+
+def test_phone_width_has_no_horizontal_scrolling(phone):
+    for name, path in PHONE_PAGES:
+        phone.goto(path)
+        widths = phone.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert widths[0] <= widths[1], f"{path} scrolls sideways at 360 px: {widths}"
+        shot(phone, f"phone-{name}")

@@ -1,0 +1,461 @@
+"""Route tests of the web pages over HTTP, against the fixture database.
+
+Expected figures come from the database itself (plain SQL in ``web_fixtures.web_facts``),
+never from the code under test.
+"""
+
+import logging
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.render import highlight, word_highlight
+from app.settings import Settings
+
+try:
+    from web_fixtures import (  # noqa: F401
+        XSS_IMG,
+        XSS_SCRIPT,
+        AsyncFakeAnalyzer,
+        FakeAnalyzer,
+        labeled,
+        web_app,
+        web_client,
+        web_database,
+        web_facts,
+        wrong,
+    )
+except ImportError:  # tests/ is a package
+    from tests.web_fixtures import (  # noqa: F401
+        XSS_IMG,
+        XSS_SCRIPT,
+        AsyncFakeAnalyzer,
+        FakeAnalyzer,
+        labeled,
+        web_app,
+        web_client,
+        web_database,
+        web_facts,
+        wrong,
+    )
+
+
+def get_json(client, path):
+    response = client.get(path, headers={"Accept": "application/json"})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    return response.json()
+
+
+# --- dashboard -------------------------------------------------------------------------------
+
+
+def test_dashboard_without_analyze_is_a_plain_catalogue(web_client, web_facts):
+    response = web_client.get("/")
+    assert response.status_code == 200
+    html = response.text
+    assert html.count('class="card"') == len(web_facts["by_title"])
+    assert f"{len(web_facts['reviews'])} total reviews of {len(web_facts['by_title'])} titles" in html
+    for sentiment in ("positive", "negative", "accuracy (", "bar-fill", "badge", 'class="hl'):
+        assert sentiment not in html
+    # accuracy and comparison switches are inactive while Analyze is off
+    assert html.count('aria-disabled="true"') == 2
+    assert "Only In Training" not in html  # a title with no catalogue reviews
+
+
+def test_dashboard_figures_equal_the_database(web_client, web_facts):
+    data = get_json(web_client, "/?analyze=1&accuracy=1")
+    reviews = web_facts["reviews"]
+    bert = data["summary"]["models"]["bert"]
+    assert data["summary"]["reviews"] == len(reviews)
+    assert data["summary"]["titles"] == len(web_facts["by_title"])
+    assert bert["positive"] == sum(r["bert"] == "positive" for r in reviews)
+    assert bert["wrong"] == len(wrong(reviews))
+    assert bert["accuracy"] == pytest.approx(1 - len(wrong(reviews)) / len(labeled(reviews)))
+    assert len(bert["ticks"]) == len(wrong(reviews))
+    assert sum(run["count"] for run in bert["bar"]) == len(reviews)
+    assert "nbsvm" not in data["summary"]["models"]
+    cards = {card["title_id"]: card for card in data["titles"]}
+    assert set(cards) == set(web_facts["by_title"])
+    for title_id, title_reviews in web_facts["by_title"].items():
+        card = cards[title_id]["models"]["bert"]
+        assert cards[title_id]["reviews"] == len(title_reviews)
+        assert card["positive"] == sum(r["bert"] == "positive" for r in title_reviews)
+        assert card["wrong"] == len(wrong(title_reviews))
+        assert card["accuracy"] == pytest.approx(1 - len(wrong(title_reviews)) / len(labeled(title_reviews)))
+
+    html = web_client.get("/?analyze=1&accuracy=1").text
+    summary = html.split('id="summary"')[1].split("</section>")[0]
+    assert summary.count('class="tick ') == len(wrong(reviews))
+    accuracy = 1 - len(wrong(reviews)) / len(labeled(reviews))
+    assert f"{accuracy:.0%} accuracy ({len(wrong(reviews))} wrong)" in summary
+    positives = sum(r["bert"] == "positive" for r in reviews)
+    assert f"{len(reviews)} total reviews · {positives} positive ({positives / len(reviews):.0%})" in summary
+    assert html.count('class="tick ') == 2 * len(wrong(reviews))  # summary plus the cards
+
+
+def test_dashboard_comparison_shows_both_models(web_client, web_facts):
+    data = get_json(web_client, "/?analyze=1&accuracy=1&compare=1")
+    nbsvm = data["summary"]["models"]["nbsvm"]
+    assert list(data["summary"]["models"]) == ["nbsvm", "bert"]
+    assert nbsvm["wrong"] == len(wrong(web_facts["reviews"], "nbsvm"))
+    html = web_client.get("/?analyze=1&compare=1").text
+    assert html.count('class="model-bar" data-model="nbsvm"') == len(web_facts["by_title"]) + 1
+    assert html.count('class="model-bar" data-model="bert"') == len(web_facts["by_title"]) + 1
+
+
+def _expected_order(web_facts, sort):
+    titles = []
+    for title_id, reviews in web_facts["by_title"].items():
+        positive = sum(r["bert"] == "positive" for r in reviews) / len(reviews)
+        accuracy = 1 - len(wrong(reviews)) / len(labeled(reviews))
+        titles.append((title_id, len(reviews), positive, accuracy, len(wrong(reviews)), reviews[0]["title"]))
+    keys = {
+        "reviews": lambda t: (-t[1], t[5].lower()),
+        "title": lambda t: (t[5].lower(),),
+        "positive": lambda t: (-t[2], -t[1]),
+        "negative": lambda t: (t[2], -t[1]),
+        "accurate": lambda t: (-t[3], -t[1]),
+        "inaccurate": lambda t: (t[3], -t[4], -t[1]),
+    }
+    return [t[0] for t in sorted(titles, key=keys[sort])]
+
+
+@pytest.mark.parametrize("sort", ["reviews", "title", "positive", "negative", "accurate", "inaccurate"])
+def test_dashboard_sort_orders(web_client, web_facts, sort):
+    data = get_json(web_client, f"/?analyze=1&accuracy=1&sort={sort}")
+    assert data["view"]["sort"] == sort
+    assert [card["title_id"] for card in data["titles"]] == _expected_order(web_facts, sort)
+
+
+def test_sorts_need_their_switches(web_client, web_facts):
+    # sentiment sorts need Analyze, accuracy sorts need accuracy: otherwise most reviews
+    for query in ("?sort=positive", "?analyze=1&sort=accurate", "?sort=inaccurate&accuracy=1", "?sort=bogus"):
+        data = get_json(web_client, "/" + query)
+        assert data["view"]["sort"] == "reviews"
+        assert [c["title_id"] for c in data["titles"]] == _expected_order(web_facts, "reviews")
+    html = web_client.get("/?analyze=1").text
+    assert "sort=accurate" not in html and "sort=positive" in html
+    assert "sort=accurate" in web_client.get("/?analyze=1&accuracy=1").text
+
+
+def test_switches_keep_the_rest_of_the_state(web_client):
+    html = web_client.get("/?analyze=1&compare=1&sort=positive").text
+    switches = dict(re.findall(r'href="([^"]*)" data-switch="(\w+)"', html)[i][::-1] for i in range(3))
+    assert switches["analyze"] == "/?compare=1&amp;sort=positive"
+    assert switches["accuracy"] == "/?analyze=1&amp;accuracy=1&amp;compare=1&amp;sort=positive"
+    assert switches["compare"] == "/?analyze=1&amp;sort=positive"
+    assert 'aria-checked="true" href="/?compare=1&amp;sort=positive"' in html
+    # with Analyze off the other switches are inactive but their state stays in the links
+    html = web_client.get("/?accuracy=1&compare=1").text
+    assert 'href="/?analyze=1&amp;accuracy=1&amp;compare=1" data-switch="analyze"' in html
+    assert re.search(r'<span class="switch" role="switch" aria-checked="false" aria-disabled="true" data-switch="accuracy"', html)
+    # links to other pages carry the view
+    assert 'href="/movies/tt0100001?accuracy=1&amp;compare=1"' in html
+    assert 'href="/about?accuracy=1&amp;compare=1"' in html
+
+
+# --- title page ------------------------------------------------------------------------------
+
+
+def test_title_page_metadata_and_plain_reviews(web_client, web_facts):
+    html = web_client.get("/movies/tt0100001").text
+    assert "<h1>The Lighthouse Keeper</h1>" in html
+    assert "2004 · 112 min · PG-13" in html
+    assert "Ann Example" in html
+    assert html.count('<article class="review') == len(web_facts["by_title"]["tt0100001"])
+    for absent in ("positive", "badge", 'class="hl', "highlight"):
+        assert absent not in html.split("<main")[1]
+    # a title without metadata shows its id
+    html = web_client.get("/movies/tt0100004").text
+    assert "<h1>tt0100004</h1>" in html and "No metadata is known" in html
+
+
+def test_title_page_predictions_highlights_and_wrong_marks(web_client, web_facts):
+    reviews = web_facts["by_title"]["tt0100001"]
+    data = get_json(web_client, "/movies/tt0100001?analyze=1&accuracy=1")
+    assert data["wrong_reviews"] == len(wrong(reviews))
+    assert {r["id"] for r in data["reviews"]} == {r["id"] for r in reviews}
+    by_id = {r["id"]: r for r in reviews}
+    for item in data["reviews"]:
+        prediction = item["predictions"]["bert"]
+        assert prediction["label"] == by_id[item["id"]]["bert"]
+        assert prediction["correct"] == (by_id[item["id"]]["bert"] == by_id[item["id"]]["gold"])
+        assert item["gold"] == by_id[item["id"]]["gold"]
+    # each review's most polarised sentence in its predicted direction
+    highlights = {h["review_id"]: h for label in ("positive", "negative") for h in data["highlights"][label]}
+    first = min(by_id)
+    assert highlights[first]["text"] == "A wonderful, moving film."
+    assert highlights[first + 4]["text"] == "Not what I hoped for at first."  # predicted negative
+    assert len(data["highlights"]["positive"]) == sum(r["bert"] == "positive" for r in reviews)
+
+    html = web_client.get("/movies/tt0100001?analyze=1&accuracy=1").text
+    assert html.count('class="wrong-mark"') == len(wrong(reviews))
+    assert f"{len(data['highlights']['positive'])} positive review highlights" in html
+    assert 'class="hl pos" style="--a:1.00"' in html
+    assert "confident" in html
+
+    filtered = get_json(web_client, "/movies/tt0100001?analyze=1&accuracy=1&wrong=1")
+    assert {r["id"] for r in filtered["reviews"]} == {r["id"] for r in wrong(reviews)}
+    html = web_client.get("/movies/tt0100001?analyze=1&accuracy=1&wrong=1").text
+    assert html.count('<article class="review') == len(wrong(reviews))
+    # the filter needs accuracy on
+    assert len(get_json(web_client, "/movies/tt0100001?analyze=1&wrong=1")["reviews"]) == len(reviews)
+
+
+def test_title_page_comparison_has_two_columns_and_marks_disagreements(web_client, web_facts):
+    reviews = web_facts["by_title"]["tt0100001"]
+    html = web_client.get("/movies/tt0100001?analyze=1&compare=1").text
+    assert html.count('class="compare"') == len(reviews)
+    assert html.count('class="model-col" data-model="nbsvm"') == len(reviews)
+    assert html.count('class="model-col" data-model="bert"') == len(reviews)
+    assert html.index('data-model="nbsvm"', html.index('class="compare"')) < html.index(
+        'data-model="bert"', html.index('class="compare"')
+    )
+    disagreements = [r for r in reviews if r["bert"] != r["nbsvm"]]
+    assert html.count('class="disagree-mark"') == len(disagreements)
+    html = web_client.get("/movies/tt0100001?analyze=1&compare=1&accuracy=1").text
+    assert html.count('class="wrong-mark"') == len(wrong(reviews, "bert")) + len(wrong(reviews, "nbsvm"))
+
+
+def test_title_page_hides_other_splits(web_client, web_facts):
+    data = get_json(web_client, "/movies/tt0100002?analyze=1")
+    assert {r["id"] for r in data["reviews"]} == {r["id"] for r in web_facts["by_title"]["tt0100002"]}
+    assert not {r["id"] for r in data["reviews"]} & set(web_facts["hidden"])
+    user = [r for r in data["reviews"] if r["source"] == "user"]
+    assert len(user) == 1
+    html = web_client.get("/movies/tt0100002?analyze=1&accuracy=1").text
+    assert "posted by a user" in html and "Gold label: unknown" in html
+
+
+# --- review, disagreements, about ------------------------------------------------------------
+
+
+def test_review_page(web_client, web_facts):
+    review = web_facts["by_title"]["tt0100001"][3]  # "Great cast, great score, great locations. ..."
+    html = web_client.get(f"/reviews/{review['id']}?analyze=1&accuracy=1").text
+    assert html.count('class="model-col"') == 2
+    table = html.split('<table class="weights">')[1].split("</table>")[0]
+    assert table.count("<tr>") == web_facts["sentences"][review["id"]] + 1  # plus the header
+    word_view = html.split('class="text word-view">')[1].split("</div>")[0]
+    assert len(re.findall(r'<span class="hl pos"[^>]*>great</span>', word_view, re.I)) == 3
+    assert "Gold label:" in html and "wrong-mark" in html
+    # whole words only: "act" is weighted in another review but must not mark "actors"
+    other = web_facts["by_title"]["tt0100001"][2]
+    word_view = web_client.get(f"/reviews/{other['id']}?analyze=1").text.split("word-view")[1]
+    assert ">actors<" not in word_view and "actors" in word_view
+    # without Analyze: the text alone
+    html = web_client.get(f"/reviews/{review['id']}").text
+    assert "model-col" not in html and "Great cast" in html
+    data = get_json(web_client, f"/reviews/{review['id']}.json?analyze=1")
+    assert set(data["review"]["predictions"]) == {"nbsvm", "bert"}
+    assert data["words"][0] == {"word": "great", "weight": 0.3}
+
+
+def test_disagreements(web_client, web_facts):
+    expected = [r for r in web_facts["reviews"] if r["bert"] != r["nbsvm"]]
+    data = get_json(web_client, "/disagreements")
+    assert data["count"] == len(expected)
+    assert {r["id"] for r in data["reviews"]} == {r["id"] for r in expected}
+    assert data["right"]["bert"] == sum(r["gold"] == r["bert"] for r in expected)
+    assert data["right"]["nbsvm"] == sum(r["gold"] == r["nbsvm"] for r in expected)
+    assert data["right"]["unknown"] == sum(r["gold"] is None for r in expected)
+    html = web_client.get("/disagreements").text
+    assert html.count('<article class="review disagreement"') == len(expected)
+    assert html.count('class="model-col"') == 2 * len(expected)
+    assert html.count(">BERT was right<") == data["right"]["bert"]
+    assert html.count(">NB-SVM was right<") == data["right"]["nbsvm"]
+
+
+def test_about_page_shows_metrics_charts_and_timings(web_client):
+    html = web_client.get("/about").text
+    for figure in ("87.7%", "77.9%", "75.0%", "66.7%", "872", "882", "801", "757", "500 labelled reviews"):
+        assert figure in html
+    assert html.count('<svg class="chart"') == 3  # two calibration charts and the learning curve
+    assert "Learning curve" in html
+    assert "1 h 2 min" in html  # explain: 3,725 s
+    assert "all-MiniLM-L6-v2" in html
+    data = get_json(web_client, "/about.json")
+    assert data["models"][1]["sets"]["eval"]["confusion"] == [[872, 128], [118, 882]]
+    assert [t["step"] for t in data["timings"]] == ["data", "nbsvm", "bert", "predict", "explain", "evaluate"]
+
+
+# --- JSON twins, escaping, errors, hosts -----------------------------------------------------
+
+PAGES = [
+    "/",
+    "/?analyze=1&accuracy=1&compare=1",
+    "/movies/tt0100002",
+    "/movies/tt0100002?analyze=1&accuracy=1&compare=1",
+    "/movies/tt0100004?analyze=1",
+    "/reviews/8",
+    "/reviews/8?analyze=1&accuracy=1",
+    "/disagreements",
+    "/about",
+]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_answers_json_both_ways(web_client, page):
+    path, _, query = page.partition("?")
+    twin = ("/index.json" if path == "/" else path + ".json") + (f"?{query}" if query else "")
+    by_accept = get_json(web_client, page)
+    by_suffix = web_client.get(twin)
+    assert by_suffix.status_code == 200
+    assert by_suffix.json() == by_accept
+    html = web_client.get(page)
+    assert html.headers["content-type"].startswith("text/html")
+    assert f'href="{twin.replace("&", "&amp;")}"' in html.text
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_pages_load_nothing_from_other_hosts(web_client, page):
+    html = web_client.get(page).text
+    references = re.findall(r'(?:src|href|action)\s*=\s*"([^"]*)"', html)
+    assert references
+    for reference in references:
+        assert not re.match(r"^(?:[a-z][a-z0-9+.-]*:)?//", reference, re.I), reference
+    assert "@import" not in html and "url(http" not in html
+
+
+def test_review_text_and_metadata_are_escaped(web_client):
+    for page in ("/movies/tt0100002?analyze=1&compare=1", "/reviews/8?analyze=1", "/reviews/8", "/disagreements"):
+        html = web_client.get(page).text
+        assert XSS_SCRIPT not in html and XSS_IMG not in html, page
+        assert "<img" not in html and "<script>" not in html
+        if "disagreements" not in page:
+            assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+            assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    html = web_client.get("/?analyze=1").text
+    assert "Café &lt;i&gt;Noir&lt;/i&gt; &amp; Friends" in html
+    html = web_client.get("/movies/tt0100003").text
+    assert "&lt;b&gt;tags&lt;/b&gt; &amp; &#34;quotes&#34;" in html
+    assert "<i>Noir</i>" not in html and "<b>tags</b>" not in html
+
+
+@pytest.mark.parametrize("path", ["/movies/tt9999999", "/movies/tt0100005", "/reviews/99999", "/reviews/15", "/nowhere"])
+def test_unknown_ids_give_a_404_page(web_client, web_facts, path):
+    if path == "/reviews/15":
+        path = f"/reviews/{web_facts['hidden'][0]}"  # a training review is not in the catalogue
+    response = web_client.get(path)
+    assert response.status_code == 404
+    assert response.headers["content-type"].startswith("text/html")
+    assert "<h1>Not found</h1>" in response.text
+    response = web_client.get(path, headers={"Accept": "application/json"})
+    assert response.status_code == 404
+    assert "detail" in response.json()
+
+
+def test_missing_database_gives_one_clear_error_page(tmp_path, caplog):
+    missing = tmp_path / "nothing-here.db"
+    with caplog.at_level(logging.ERROR, logger="textflix"):
+        app = create_app(Settings(database_url=f"sqlite:///{missing}"))
+    assert any("textflix build" in record.getMessage() for record in caplog.records)
+    with TestClient(app) as client:
+        for path in ("/", "/movies/tt0100001", "/reviews/1", "/disagreements", "/about"):
+            response = client.get(path)
+            assert response.status_code == 503
+            assert "textflix build" in response.text
+            assert "Traceback" not in response.text
+            assert "<h1>The database is not built yet</h1>" in response.text
+        assert client.get("/index.json").json() == {"detail": f"No database at {missing}: run `textflix build` to create it."}
+        assert client.get("/api/health").json() == {"database": "unavailable"}
+    assert not missing.exists()
+
+
+def test_unreadable_database_gives_an_error_page_not_a_trace(tmp_path, caplog):
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with TestClient(create_app(Settings(database_url=f"sqlite:///{empty}"))) as client:
+        with caplog.at_level(logging.ERROR, logger="textflix"):
+            response = client.get("/?analyze=1")
+    assert response.status_code == 503
+    assert "textflix build" in response.text and "Traceback" not in response.text
+    assert any("textflix build" in record.getMessage() for record in caplog.records)
+
+
+def test_health_still_answers(web_client):
+    assert web_client.get("/api/health").json() == {"database": "ok"}
+
+
+def test_static_files_are_served(web_client):
+    assert web_client.get("/static/textflix.css").status_code == 200
+    assert web_client.get("/static/textflix.js").status_code == 200
+
+
+# --- /analyze -------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=[FakeAnalyzer, AsyncFakeAnalyzer], ids=["sync", "async"])
+def analyzer_client(web_database, request):
+    app = create_app(Settings(database_url=web_database))
+    app.state.analyzer = request.param()
+    with TestClient(app) as client:
+        yield client, app.state.analyzer
+
+
+def test_analyze_shows_both_models_and_highlights(analyzer_client):
+    client, analyzer = analyzer_client
+    review = f"A great cast. The plot is boring and bad. {XSS_IMG}"
+    response = client.post("/analyze", data={"text": review})
+    assert response.status_code == 200
+    html = response.text
+    assert analyzer.calls == [([review], True)]
+    assert html.count('class="model-col"') == 2
+    assert '<span class="hl pos"' in html and '<span class="hl neg"' in html
+    assert XSS_IMG not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "A great cast. The plot is boring and bad." in html  # in the textarea, ready to edit
+    # the same through a link and as JSON
+    assert client.get("/analyze", params={"text": review}).text.count('class="model-col"') == 2
+    data = client.post("/analyze.json", json={"text": review}).json()
+    assert set(data["result"]["predictions"]) == {"bert", "nbsvm"}
+    assert data["result"]["predictions"]["bert"]["label"] == "negative"
+    assert len(data["result"]["sentences"]) == 3
+
+
+def test_analyze_form_and_input_errors(analyzer_client):
+    client, analyzer = analyzer_client
+    response = client.get("/analyze")
+    assert response.status_code == 200 and "<textarea" in response.text and "model-col" not in response.text
+    response = client.post("/analyze", data={"text": "   "})
+    assert response.status_code == 422 and "Paste a review" in response.text
+    response = client.post("/analyze", data={"text": "x" * 10_001})
+    assert response.status_code == 422 and "the limit is 10,000" in response.text
+    assert analyzer.calls == []
+
+
+def test_analyze_without_models_says_so(web_client):
+    response = web_client.post("/analyze", data={"text": "A fine film."})
+    assert response.status_code == 503
+    assert "models are not loaded" in response.text
+    assert "<textarea" in response.text and "A fine film." in response.text
+    assert web_client.get("/analyze.json").status_code == 503
+
+
+# --- highlighting ---------------------------------------------------------------------------
+
+
+def test_highlight_follows_spans_and_escapes():
+    text = "Good <b>one</b>.\n\nBad & sad."
+    sentences = [
+        {"start": 0, "end": 16, "text": text[0:16], "weights": {"bert": 0.5}},
+        {"start": 18, "end": 28, "text": text[18:28], "weights": {"bert": -0.25}},
+    ]
+    html = str(highlight(text, sentences, "bert", 0.5))
+    assert html == (
+        '<span class="hl pos" style="--a:1.00" title="BERT sentence weight +0.500 toward positive">'
+        "Good &lt;b&gt;one&lt;/b&gt;.</span>\n\n"
+        '<span class="hl neg" style="--a:0.50" title="BERT sentence weight -0.250 toward negative">Bad &amp; sad.</span>'
+    )
+    # spans that do not fit the text: the sentences are shown as they are
+    broken = [{**sentences[0], "start": 40, "end": 50}]
+    assert "Good &lt;b&gt;" in str(highlight(text, broken, "bert", 0.5))
+    assert str(highlight(text, sentences, None)) == "Good &lt;b&gt;one&lt;/b&gt;.\n\nBad &amp; sad."
+
+
+def test_word_highlight_is_whole_word_and_case_insensitive():
+    html = str(word_highlight("Great acting, great actors. act!", [{"word": "great", "weight": 0.2}, {"word": "act", "weight": -0.1}], 0.2))
+    assert html.count('class="hl pos"') == 2
+    assert html.count('class="hl neg"') == 1 and ">act</span>!" in html

@@ -1,0 +1,423 @@
+"""A tiny but realistic Textflix database for the page tests, and fixtures around it.
+
+Built with the real schema (``app.db.migrate``) and ORM inserts: four catalogue titles
+(one without metadata, one whose metadata contains markup), thirteen catalogue reviews
+with right and wrong predictions, model disagreements, a user review without a gold
+label and a review that tries to inject ``<script>`` and ``<img onerror>``; sentences
+with character spans and LIME weights for both models, NB-SVM word weights, training
+and evaluation reviews the pages must not show, and a run record with metrics.
+
+Import the fixtures into a test module: ``from web_fixtures import web_client``.
+"""
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+
+from app.db import (
+    Explanation,
+    Movie,
+    Prediction,
+    Review,
+    Run,
+    Sentence,
+    SentenceWeight,
+    WordWeight,
+    make_engine,
+    migrate,
+    session_scope,
+)
+from app.main import create_app
+from app.settings import Settings
+
+XSS_SCRIPT = "<script>alert(1)</script>"
+XSS_IMG = "<img src=x onerror=alert(1)>"
+
+MOVIES = [
+    dict(
+        title_id="tt0100001",
+        title="The Lighthouse Keeper",
+        year=2004,
+        runtime_min=112,
+        rated="PG-13",
+        genres="Drama|Mystery",
+        director="Ann Example",
+        actors="Ben Actor, Cara Actor",
+        plot="A keeper on a remote island finds a stranger washed ashore.",
+        imdb_rating=7.4,
+    ),
+    dict(
+        title_id="tt0100002",
+        title="Rocket Summer",
+        year=1999,
+        runtime_min=95,
+        rated="PG",
+        genres="Comedy|Family",
+        director="Dee Director",
+        plot="Three kids build a rocket in a barn and nearly reach the moon.",
+        imdb_rating=6.1,
+    ),
+    dict(
+        title_id="tt0100003",
+        title="Café <i>Noir</i> & Friends",
+        year=1987,
+        runtime_min=88,
+        rated="R",
+        genres="Crime",
+        plot='A plot with <b>tags</b> & "quotes" that must show as text.',
+    ),
+    dict(title_id="tt0100004"),  # no metadata at all: the page shows its id
+    dict(title_id="tt0100005", title="Only In Training", year=2010),  # no catalogue reviews
+]
+
+# (title_id, gold, rating, source, [(sentence, bert weight, nbsvm weight)], bert, nbsvm, words)
+# with bert/nbsvm = (label, p_positive) and words = {word: nbsvm weight}.
+POS, NEG = "positive", "negative"
+CATALOGUE = [
+    (
+        "tt0100001", POS, 9, "imdb",
+        [
+            ("A wonderful, moving film.", 0.42, 0.20),
+            ("The lighthouse scenes are beautifully shot.", 0.18, 0.05),
+            ("The ending drags a little.", -0.06, -0.08),
+        ],
+        (POS, 0.96), (POS, 0.81), {"wonderful": 0.21, "drags": -0.09},
+    ),
+    (
+        "tt0100001", POS, 7, "imdb",
+        [
+            ("I expected a boring art film.", -0.10, -0.30),
+            ("Instead it was gripping from start to finish.", 0.35, 0.04),
+        ],
+        (POS, 0.88), (NEG, 0.38), {"boring": -0.25, "gripping": 0.05},
+    ),
+    (
+        "tt0100001", NEG, 2, "imdb",
+        [
+            ("Dull and far too long.", -0.40, -0.33),
+            ("Even the actors look bored.", -0.22, -0.12),
+        ],
+        (NEG, 0.07), (NEG, 0.20), {"dull": -0.3, "bored": -0.1, "act": 0.02},
+    ),
+    (
+        "tt0100001", NEG, 3, "imdb",
+        [
+            ("Great cast, great score, great locations.", 0.30, 0.28),
+            ("Shame the story makes no sense at all.", -0.12, -0.02),
+        ],
+        (POS, 0.71), (POS, 0.64), {"great": 0.3, "shame": -0.05},
+    ),
+    (
+        "tt0100001", POS, 8, "imdb",
+        [
+            ("Not what I hoped for at first.", -0.20, -0.04),
+            ("But it grew on me and I loved the last hour.", 0.08, 0.15),
+        ],
+        (NEG, 0.42), (POS, 0.58), {"loved": 0.2},
+    ),
+    (
+        "tt0100002", NEG, 1, "imdb",
+        [
+            ("The worst film of the year.", -0.50, -0.05),
+            ("The fun poster is the only good thing.", 0.05, 0.12),
+        ],
+        (NEG, 0.03), (POS, 0.55), {"worst": -0.04, "fun": 0.15},
+    ),
+    (
+        "tt0100002", POS, 10, "imdb",
+        [
+            ("Pure joy for the whole family.", 0.38, 0.22),
+            ("My kids laughed all the way through.\n\nWe watched it twice.", 0.12, 0.06),
+        ],
+        (POS, 0.91), (POS, 0.77), {"joy": 0.2},
+    ),
+    (
+        "tt0100002", NEG, 4, "imdb",
+        [
+            (f"The villain writes {XSS_SCRIPT} on a wall.", -0.05, -0.02),
+            (f"Then {XSS_IMG} appears and nothing makes sense.", -0.31, -0.18),
+        ],
+        (NEG, 0.12), (NEG, 0.30), {"nothing": -0.1},
+    ),
+    (
+        "tt0100002", None, None, "user",
+        [
+            ("My nephew liked it.", 0.15, -0.02),
+            ("I found it a bit loud.", 0.02, -0.08),
+        ],
+        (POS, 0.83), (NEG, 0.45), {},
+    ),
+    (
+        "tt0100003", POS, 10, "imdb",
+        [("A masterpiece of style.", 0.45, 0.30), ("Every frame is perfect.", 0.25, 0.10)],
+        (POS, 0.99), (POS, 0.90), {"masterpiece": 0.3},
+    ),
+    (
+        "tt0100003", NEG, 2, "imdb",
+        [("Pretentious and cold.", -0.30, -0.20), ("I left early.", -0.05, -0.10)],
+        (NEG, 0.20), (NEG, 0.10), {},
+    ),
+    (
+        "tt0100004", NEG, 1, "imdb",
+        [("Unwatchable.", -0.45, -0.15), ("Avoid it.", -0.10, -0.12)],
+        (NEG, 0.05), (NEG, 0.35), {},
+    ),
+    (
+        "tt0100004", POS, 7, "imdb",
+        [("Slow, quiet and sad.", -0.20, -0.18), ("Yet it stayed with me for days.", 0.10, 0.02)],
+        (NEG, 0.30), (NEG, 0.40), {"sad": -0.1},
+    ),
+]
+
+# Reviews the pages must never show: (title_id, split, gold, text).
+HIDDEN = [
+    ("tt0100005", "train", POS, "Training review that only the models saw."),
+    ("tt0100001", "train", NEG, "Another training review."),
+    ("tt0100002", "eval", POS, "An evaluation review, held out."),
+    ("tt0100002", "eval", NEG, "Another evaluation review, held out."),
+]
+
+RUN = dict(
+    status="complete",
+    config={
+        "train_size": 500,
+        "titles": 4,
+        "max_words": 250,
+        "eval_size": 2000,
+        "seed": 42,
+        "base_model": "all-MiniLM-L6-v2",
+        "lime_samples": 64,
+        "epochs": 4,
+        "max_length": 256,
+        "nbsvm_c": 0.1,
+    },
+    steps={
+        "data": {"seconds": 12.5},
+        "nbsvm": {"seconds": 3.2},
+        "bert": {"seconds": 412.0},
+        "predict": {"seconds": 95.4},
+        "explain": {"seconds": 3725.0},
+        "evaluate": {"seconds": 1.1},
+    },
+    counts={"titles": 4, "catalogue": 13, "train": 2, "eval": 2},
+    metrics={
+        "bert": {
+            "eval": {
+                "accuracy": 0.877,
+                "f1": 0.8801,
+                "confusion": [[872, 128], [118, 882]],
+                "ece": 0.041,
+                "calibration": {
+                    "prob_pred": [0.05, 0.3, 0.5, 0.7, 0.95],
+                    "prob_true": [0.08, 0.25, 0.55, 0.74, 0.93],
+                    "count": [600, 200, 150, 250, 800],
+                },
+                "n": 2000,
+            },
+            "catalogue": {
+                "accuracy": 0.75,
+                "f1": 0.75,
+                "confusion": [[5, 1], [2, 4]],
+                "ece": 0.12,
+                "calibration": {"prob_pred": [0.1, 0.5, 0.9], "prob_true": [0.2, 0.5, 0.8], "count": [4, 3, 5]},
+                "n": 12,
+            },
+        },
+        "nbsvm": {
+            "eval": {
+                "accuracy": 0.7790,
+                "f1": 0.7702,
+                "confusion": [[801, 199], [243, 757]],
+                "ece": 0.093,
+                "calibration": {
+                    "prob_pred": [0.1, 0.3, 0.5, 0.7, 0.9],
+                    "prob_true": [0.22, 0.35, 0.5, 0.62, 0.8],
+                    "count": [300, 500, 400, 500, 300],
+                },
+                "n": 2000,
+            },
+            "catalogue": {
+                "accuracy": 0.6667,
+                "f1": 0.6667,
+                "confusion": [[4, 2], [2, 4]],
+                "ece": 0.15,
+                "calibration": {"prob_pred": [0.2, 0.5, 0.8], "prob_true": [0.3, 0.5, 0.7], "count": [4, 4, 4]},
+                "n": 12,
+            },
+        },
+        "learning_curve": {
+            "sizes": [100, 200, 500, 1000, 10000],
+            "nbsvm": [0.55, 0.62, 0.78, 0.81, 0.85],
+            "bert": [0.7, 0.82, 0.88, None, None],
+        },
+    },
+)
+
+
+def build_web_database(path: Path) -> str:
+    """Create the fixture database at ``path``; returns its URL."""
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    migrate(engine)
+    with session_scope(engine) as session:
+        session.add_all(Movie(**movie) for movie in MOVIES)
+        session.flush()
+        for index, (title_id, gold, rating, source, sentences, bert, nbsvm, words) in enumerate(CATALOGUE):
+            text, spans = "", []
+            for sentence, *_ in sentences:
+                if text:
+                    text += " "
+                spans.append((len(text), len(text) + len(sentence)))
+                text += sentence
+            review = Review(
+                title_id=title_id,
+                text=text,
+                label=gold,
+                rating=rating,
+                split="catalogue",
+                source=source,
+                source_key=None if source == "user" else f"test/{index}_{rating}",
+                word_count=len(text.split()),
+            )
+            session.add(review)
+            session.flush()
+            for model, (label, p_positive) in (("bert", bert), ("nbsvm", nbsvm)):
+                session.add(Prediction(review_id=review.id, model=model, label=label, p_positive=p_positive))
+                session.add(
+                    Explanation(review_id=review.id, model=model, level="sentence", samples=64, intercept=0.5, score=0.8)
+                )
+            for position, ((sentence, w_bert, w_nbsvm), (start, end)) in enumerate(zip(sentences, spans, strict=True)):
+                row = Sentence(review_id=review.id, position=position, start=start, end=end, text=sentence)
+                session.add(row)
+                session.flush()
+                session.add(SentenceWeight(sentence_id=row.id, model="bert", weight=w_bert))
+                session.add(SentenceWeight(sentence_id=row.id, model="nbsvm", weight=w_nbsvm))
+            for word, weight in words.items():
+                session.add(WordWeight(review_id=review.id, model="nbsvm", word=word, weight=weight))
+        for index, (title_id, split, gold, text) in enumerate(HIDDEN):
+            review = Review(
+                title_id=title_id,
+                text=text,
+                label=gold,
+                rating=8 if gold == POS else 2,
+                split=split,
+                source_key=f"{split}/{index}",
+                word_count=len(text.split()),
+            )
+            session.add(review)
+            session.flush()
+            session.add(Prediction(review_id=review.id, model="bert", label=gold, p_positive=0.9 if gold == POS else 0.1))
+            session.add(Prediction(review_id=review.id, model="nbsvm", label=NEG, p_positive=0.4))
+        session.add(Run(**RUN))
+    engine.dispose()
+    return url
+
+
+@pytest.fixture(scope="session")
+def web_database(tmp_path_factory) -> str:
+    """URL of a fresh fixture database, shared by the session (the pages only read it)."""
+    return build_web_database(tmp_path_factory.mktemp("web") / "textflix.db")
+
+
+@pytest.fixture(scope="session")
+def web_app(web_database):
+    return create_app(Settings(database_url=web_database))
+
+
+@pytest.fixture
+def web_client(web_app):
+    with TestClient(web_app) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def web_facts(web_database):
+    """Catalogue reviews with gold label and both predictions, straight from SQL."""
+    engine = create_engine(web_database)
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text(
+                """
+                SELECT r.id, r.title_id, r.label, b.label, b.p_positive, n.label, m.title
+                FROM reviews r
+                JOIN movies m ON m.title_id = r.title_id
+                LEFT JOIN predictions b ON b.review_id = r.id AND b.model = 'bert'
+                LEFT JOIN predictions n ON n.review_id = r.id AND n.model = 'nbsvm'
+                WHERE r.split = 'catalogue'
+                ORDER BY r.id
+                """
+            )
+        ).all()
+        hidden = [row[0] for row in connection.execute(text("SELECT id FROM reviews WHERE split != 'catalogue'"))]
+        sentences = Counter(
+            dict(
+                connection.execute(
+                    text("SELECT review_id, count(*) FROM sentences GROUP BY review_id")
+                ).all()
+            )
+        )
+    engine.dispose()
+    reviews = [
+        dict(id=r[0], title_id=r[1], gold=r[2], bert=r[3], p=r[4], nbsvm=r[5], title=r[6] or r[1]) for r in rows
+    ]
+    by_title = defaultdict(list)
+    for review in reviews:
+        by_title[review["title_id"]].append(review)
+    return {"reviews": reviews, "by_title": dict(by_title), "hidden": hidden, "sentences": sentences}
+
+
+def wrong(reviews, model="bert"):
+    return [r for r in reviews if r["gold"] is not None and r[model] != r["gold"]]
+
+
+def labeled(reviews):
+    return [r for r in reviews if r["gold"] is not None]
+
+
+class FakeAnalyzer:
+    """Stands in for the models behind ``app.state.analyzer`` (the JSON API's collaborator).
+
+    Splits the text into sentences and scores each by a few cue words, the way the real
+    analyzer answers: both models' predictions and per-sentence weights with spans.
+    """
+
+    CUES = {"good": 1.0, "great": 1.0, "love": 1.0, "loved": 1.0, "bad": -1.0, "boring": -1.0, "worst": -1.0, "not": -0.5}
+
+    def __init__(self):
+        self.calls: list[tuple[list[str], bool]] = []
+
+    def _weight(self, sentence: str, model: str) -> float:
+        words = [word.strip(".,!?;:").lower() for word in sentence.split()]
+        score = sum(self.CUES.get(word, 0.0) for word in words)
+        return round(0.3 * score * (0.5 if model == "nbsvm" else 1.0) + 0.01, 3)
+
+    def analyze(self, texts: list[str], explain: bool) -> list[dict]:
+        import re
+
+        self.calls.append((texts, explain))
+        results = []
+        for text in texts:
+            sentences = [
+                {
+                    "text": match.group(0),
+                    "start": match.start(),
+                    "end": match.end(),
+                    "weights": {model: self._weight(match.group(0), model) for model in ("bert", "nbsvm")},
+                }
+                for match in re.finditer(r"[^.!?\s][^.!?]*[.!?]*", text)
+            ]
+            predictions = {}
+            for model in ("bert", "nbsvm"):
+                total = sum(s["weights"][model] for s in sentences)
+                p_positive = round(min(0.99, max(0.01, 0.5 + total)), 3)
+                predictions[model] = {"label": POS if p_positive >= 0.5 else NEG, "p_positive": p_positive}
+            results.append({"predictions": predictions, "sentences": sentences})
+        return results
+
+
+class AsyncFakeAnalyzer(FakeAnalyzer):
+    async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
+        return FakeAnalyzer.analyze(self, texts, explain)
