@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.pop("command")
     as_json = args.pop("json", False)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         settings = Settings(**args)
     except ValidationError as error:
