@@ -76,9 +76,11 @@ class Pipeline:
 
     def run(self) -> dict:
         """Run every unfinished step; returns the run record as a dict."""
-        splits = None
+        splits, reading = None, 0.0
         if not self._data_done():
+            started = time.perf_counter()
             splits = self._read_data()  # before touching the database: bad input leaves it as it was
+            reading = time.perf_counter() - started
         self._open()
         for step in STEPS:
             if step in self._record().steps:
@@ -86,7 +88,8 @@ class Pipeline:
                 continue
             started = time.perf_counter()
             getattr(self, f"step_{step}")(*([splits] if step == "data" else []))
-            self._finish_step(step, time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self._finish_step(step, seconds + (reading if step == "data" else 0.0))
         return report(self.engine)
 
     def _data_done(self) -> bool:

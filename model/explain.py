@@ -4,15 +4,19 @@ Weights are signed toward "positive". Removed sentences are dropped from the
 perturbed text, not replaced by a placeholder.
 """
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from lime.lime_text import LimeTextExplainer
+from scipy.linalg import LinAlgWarning
 
 from model.sentences import Span
 
 ProbaFn = Callable[[list[str]], np.ndarray]
+# With few samples LIME's ridge regression is often ill-conditioned; its fit is still usable.
+warnings.filterwarnings("ignore", category=LinAlgWarning, module="sklearn.linear_model._ridge")
 POSITIVE = 1
 
 

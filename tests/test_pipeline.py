@@ -132,3 +132,26 @@ def test_rebuild_with_other_settings_is_refused(tmp_path, real_subset_archive, c
         session.add(Run(config=build_config(settings), steps={"data": {"seconds": 1}}, counts={}, metrics={}))
     assert main(build_args(tmp_path, real_subset_archive)[:5] + [flag, "7"]) == 1
     assert "was built with other settings" in capsys.readouterr().err
+
+
+def test_build_on_postgresql(tmp_path, real_subset_archive):
+    """The same build on PostgreSQL, given a server in TEXTFLIX_TEST_POSTGRES_URL (CI starts one)."""
+    url = os.environ.get("TEXTFLIX_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("TEXTFLIX_TEST_POSTGRES_URL is not set")
+    from sqlalchemy import create_engine, text
+
+    from app.db import Base
+
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        Base.metadata.drop_all(connection)
+        connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    assert main(build_args(tmp_path, real_subset_archive, "--database", url)) == 0
+    assert main(build_args(tmp_path, real_subset_archive, "--database", url)) == 0  # nothing to redo
+    with engine.connect() as connection:
+        catalogue = connection.scalar(text("SELECT COUNT(*) FROM reviews WHERE split = 'catalogue'"))
+        assert catalogue > 0
+        assert connection.scalar(text("SELECT COUNT(*) FROM explanations")) == 3 * catalogue
+        assert connection.scalar(text("SELECT COUNT(*) FROM runs WHERE status = 'complete'")) == 1
+    engine.dispose()
