@@ -71,9 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as error:
         from app.pipeline import BuildError
+        from model.bert import DeviceUnavailable
         from model.data import DataError
 
-        if isinstance(error, (BuildError, DataError, FileNotFoundError)):
+        if isinstance(error, (BuildError, DataError, DeviceUnavailable)):
             print(f"textflix: error: {error}", file=sys.stderr)
             return 1
         raise

@@ -41,6 +41,7 @@ from model.sentences import split_sentences
 
 log = logging.getLogger("textflix")
 STEPS = ("data", "nbsvm", "bert", "predict", "explain", "evaluate")
+MODEL_STEPS = ("nbsvm", "bert")
 # The settings a database is built from; a rerun with other values would mix two builds.
 BUILD_KEYS = (
     "train_size", "titles", "max_words", "eval_size", "seed", "base_model", "epochs",
@@ -83,13 +84,15 @@ class Pipeline:
             reading = time.perf_counter() - started
         self._open()
         for step in STEPS:
-            if step in self._record().steps:
+            done = step in self._record().steps
+            if done and step not in MODEL_STEPS:  # a model step checks its files itself
                 log.info("Step %s: already done, skipped.", step)
                 continue
             started = time.perf_counter()
             getattr(self, f"step_{step}")(*([splits] if step == "data" else []))
             seconds = time.perf_counter() - started
-            self._finish_step(step, seconds + (reading if step == "data" else 0.0))
+            if not done:
+                self._finish_step(step, seconds + (reading if step == "data" else 0.0))
         return report(self.engine)
 
     def _data_done(self) -> bool:
@@ -223,10 +226,17 @@ class Pipeline:
         """The trained model ``name`` with a ``predict_proba(texts)`` method, loaded once."""
         if name not in self._models:
             directory = self._model_dir(name)
-            if name == "bert":
-                self._models[name] = BertClassifier.load(directory, resolve_device(self.settings.device))
-            else:
-                self._models[name] = load_nbsvm(directory)
+            device = resolve_device(self.settings.device)
+            try:
+                if name == "bert":
+                    self._models[name] = BertClassifier.load(directory, device)
+                else:
+                    self._models[name] = load_nbsvm(directory)
+            except Exception as error:
+                raise BuildError(
+                    f"{directory}: the trained {name} model cannot be loaded ({error}); "
+                    "delete that folder and rerun to train it again."
+                ) from error
         return self._models[name]
 
     def step_predict(self, chunk: int = 256) -> None:

@@ -45,9 +45,13 @@ class TrainConfig:
     seed: int = 42
 
 
+class DeviceUnavailable(Exception):
+    """The device asked for is not on this machine."""
+
+
 def resolve_device(device: str = "auto") -> torch.device:
     if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("--device cuda was asked for, but no CUDA GPU is available.")
+        raise DeviceUnavailable("device cuda was asked for, but this machine has no CUDA GPU.")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(device)

@@ -30,6 +30,10 @@ def count(db, sql) -> int:
         return connection.execute(sql).fetchone()[0]
 
 
+def catalogue_size(db) -> int:
+    return count(db, "SELECT COUNT(*) FROM reviews WHERE split='catalogue'")
+
+
 def build_args(tmp_path, archive, *extra) -> list[str]:
     return ["build", "--imdb", str(archive), "--data-dir", str(tmp_path / "data"), *SMALL, *extra]
 
@@ -93,11 +97,12 @@ def test_killed_build_resumes_without_redoing_work(tmp_path, real_subset_archive
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert "Step data: already done" in result.stderr
-    assert f"{len(explained)} already done" in result.stderr or "already done" in result.stderr
+    finished_first_pass = sum("'nbsvm', 'sentence'" in row for row in explained)
+    assert f"LIME nbsvm sentences: {catalogue_size(db) - finished_first_pass} reviews to explain, " \
+        f"{finished_first_pass} already done." in result.stderr
     after = snapshot(db)
     assert set(explained) <= set(after["explanations"])  # finished reviews were kept as they were
-    catalogue = count(db, "SELECT COUNT(*) FROM reviews WHERE split='catalogue'")
-    assert len(after["explanations"]) == 3 * catalogue
+    assert len(after["explanations"]) == 3 * catalogue_size(db)
     assert count(db, "SELECT COUNT(*) FROM runs") == 1
     assert count(db, "SELECT status FROM runs") == "complete"
 
@@ -155,3 +160,14 @@ def test_build_on_postgresql(tmp_path, real_subset_archive):
         assert connection.scalar(text("SELECT COUNT(*) FROM explanations")) == 3 * catalogue
         assert connection.scalar(text("SELECT COUNT(*) FROM runs WHERE status = 'complete'")) == 1
     engine.dispose()
+
+
+def test_a_corrupt_model_is_named_with_what_to_do(tmp_path):
+    from app.pipeline import BuildError, Pipeline
+    from app.settings import Settings
+
+    model_dir = tmp_path / "models" / "nbsvm"
+    model_dir.mkdir(parents=True)
+    (model_dir / "model.joblib").write_bytes(b"not a model")
+    with pytest.raises(BuildError, match=r"nbsvm: the trained nbsvm model cannot be loaded .*delete that folder"):
+        Pipeline(Settings(data_dir=tmp_path)).model("nbsvm")
