@@ -10,8 +10,8 @@ import logging
 import sys
 
 from pydantic import ValidationError
-from sqlalchemy.engine import make_url
 
+from app.db import display_url
 from app.settings import Settings
 
 FLAG_NAMES = {"database_url": "--database"}
@@ -130,9 +130,8 @@ def quiet_transformers() -> None:
 def summary(record: dict, settings: Settings) -> str:
     """One screen: what was built, how well each model does, how long each step took."""
     counts = record["counts"]
-    database = make_url(settings.database).render_as_string(hide_password=True)
     lines = [
-        f"Textflix run {record['run_id']} ({record['status']}) in {database}",
+        f"Textflix run {record['run_id']} ({record['status']}) in {display_url(settings.database)}",
         f"  base model {record['base_model']}, seed {record['seed']}",
         f"  {counts.get('train', 0):,} training reviews · {counts.get('catalogue', 0):,} catalogue "
         f"reviews of {counts.get('titles', 0)} titles · {counts.get('eval', 0):,} evaluation reviews",

@@ -177,6 +177,11 @@ def sqlite_path(url: str) -> Path | None:
     return None
 
 
+def display_url(url: str) -> str:
+    """The database URL without its password, for messages and logs."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
 def make_engine(url: str) -> Engine:
     path = sqlite_path(url)
     if path is not None:

@@ -27,6 +27,7 @@ from app.db import (
     Sentence,
     SentenceWeight,
     WordWeight,
+    display_url,
     make_engine,
     migrate,
     session_scope,
@@ -108,7 +109,7 @@ class Pipeline:
         self.engine = make_engine(self.settings.database)
         migrate(self.engine)
         with session_scope(self.engine) as session:
-            latest = session.scalars(select(Run).order_by(Run.id.desc()).limit(1)).first()
+            latest = latest_run(session)
             if latest is None:
                 latest = Run(config=self.config, steps={}, counts={}, metrics={})
                 session.add(latest)
@@ -116,7 +117,7 @@ class Pipeline:
             elif latest.config != self.config:
                 changed = sorted(k for k in self.config if latest.config.get(k) != self.config[k])
                 raise BuildError(
-                    f"The database {self.settings.database} was built with other settings "
+                    f"The database {display_url(self.settings.database)} was built with other settings "
                     f"({', '.join(changed)}); point --database at a new database or delete this one."
                 )
             self.run_id = latest.id

@@ -207,21 +207,23 @@ def read_movies(path: Path, wanted: set[str]) -> dict[str, dict]:
 
 
 def _movie(row: dict) -> dict:
-    def number(value, kind):
+    # OMDb writes "N/A" for unknown values and "#DUPE#" for a title merged into another.
+    cells = {k: (None if v in ("", "N/A", "#DUPE#") else v) for k, v in row.items()}
+
+    def number(key, kind):
         try:
-            return kind(value) if value else None
+            return kind(cells[key].replace(",", "")) if cells[key] else None
         except ValueError:
             return None
 
     return {
-        "title": row["title"] or None,
-        "year": number(row["year"], int),
-        "runtime_min": number(row["runtime_min"], int),
-        "rated": row["rated"] or None,
-        "genres": row["genres"] or None,
-        "director": row["director"] or None,
-        "actors": row["actors"] or None,
-        "plot": row["plot"] or None,
-        "imdb_rating": number(row["imdb_rating"], float),
+        "title": cells["title"],
+        "year": number("year", int),
+        "runtime_min": number("runtime_min", int),
+        "rated": cells["rated"],
+        "genres": cells["genres"],
+        "director": cells["director"],
+        "actors": cells["actors"],
+        "plot": cells["plot"],
+        "imdb_rating": number("imdb_rating", float),
     }
-

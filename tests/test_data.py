@@ -116,9 +116,11 @@ def test_download_over_http_once(tiny_archive, tmp_path):
 
 def test_movies_tsv(tmp_path):
     if SHARED_MOVIES.is_file():
-        movies = read_movies(SHARED_MOVIES, {"tt0069089", "tt9999999"})
+        movies = read_movies(SHARED_MOVIES, {"tt0069089", "tt0038351", "tt9999999"})
         assert movies["tt0069089"]["title"] == "Pink Flamingos"
         assert movies["tt0069089"]["year"] == 1972
+        assert movies["tt0038351"]["title"] is None  # "#DUPE#" in the TSV
+        assert movies["tt0038351"]["genres"] is None  # "N/A"
         assert "tt9999999" not in movies
     bad = tmp_path / "movies.tsv"
     bad.write_text("id\tname\ntt1\tx\n")
