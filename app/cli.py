@@ -19,7 +19,7 @@ BUILD_FIELDS = [
     "imdb", "movies", "data_dir", "database_url", "base_model", "device", "train_size",
     "titles", "max_words", "eval_size", "lime_samples", "word_lime_samples", "seed", "epochs",
     "batch_size", "learning_rate", "max_length", "slanted_triangular", "discriminative_lr",
-    "gradual_unfreezing", "nbsvm_c",
+    "gradual_unfreezing", "nbsvm_c", "learning_curve",
 ]  # fmt: skip
 SERVE_FIELDS = ["data_dir", "database_url", "device", "host", "port"]
 COMMANDS = {
@@ -138,11 +138,19 @@ def summary(record: dict, settings: Settings) -> str:
         "",
         f"  {'model':8} {'set':10} {'accuracy':>8} {'F1':>6} {'ECE':>6}",
     ]
-    for model, sets in record["metrics"].items():
-        for split, m in sets.items():
+    metrics = record["metrics"]
+    for model in ("nbsvm", "bert"):
+        for split, m in metrics.get(model, {}).items():
             lines.append(
                 f"  {model:8} {split:10} {m['accuracy']:8.3f} {m['f1']:6.3f} {m['ece']:6.3f}"
             )
+    if curve := metrics.get("learning_curve"):
+        points = zip(curve["sizes"], curve["nbsvm"], curve["bert"])
+        lines += [
+            "",
+            "  learning curve, evaluation accuracy (training reviews: NB-SVM / BERT)",
+            "  " + " · ".join(f"{n}: {a:.3f} / {'–' if b is None else f'{b:.3f}'}" for n, a, b in points),
+        ]
     timings = record["timings"]
     lines += [
         "",

@@ -26,6 +26,8 @@ MODELS = ("nbsvm", "bert")
 # Review.split: the role a review plays. Reviews posted by users are shown
 # with the catalogue, so they take the "catalogue" split and source "user".
 SPLITS = ("train", "catalogue", "eval")
+# The pipeline's steps in order; Run.steps records the finished ones.
+STEPS = ("data", "nbsvm", "bert", "predict", "explain", "evaluate", "curve")
 
 
 def utcnow() -> datetime:

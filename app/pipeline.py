@@ -8,17 +8,20 @@ a finished one is left untouched by a rerun.
 import hashlib
 import json
 import logging
+import random
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
 from app.db import (
+    STEPS,
     Explanation,
     Movie,
     Prediction,
@@ -41,13 +44,12 @@ from model.nbsvm import load_nbsvm, save_nbsvm, train_nbsvm
 from model.sentences import split_sentences
 
 log = logging.getLogger("textflix")
-STEPS = ("data", "nbsvm", "bert", "predict", "explain", "evaluate")
 MODEL_STEPS = ("nbsvm", "bert")
 # The settings a database is built from; a rerun with other values would mix two builds.
 BUILD_KEYS = (
     "train_size", "titles", "max_words", "eval_size", "seed", "base_model", "epochs",
     "batch_size", "learning_rate", "max_length", "slanted_triangular", "discriminative_lr",
-    "gradual_unfreezing", "nbsvm_c", "lime_samples", "word_lime_samples",
+    "gradual_unfreezing", "nbsvm_c", "lime_samples", "word_lime_samples", "learning_curve",
 )  # fmt: skip
 EXPLANATIONS = (("nbsvm", "sentence"), ("bert", "sentence"), ("nbsvm", "word"))
 
@@ -212,16 +214,21 @@ class Pipeline:
         if self._trained("bert", fp):
             log.info("BERT already fine-tuned in %s.", self._model_dir("bert"))
             return
+        classifier = fine_tune(texts, labels, self._bert_config(), resolve_device(self.settings.device), self.progress)
+        classifier.save(self._model_dir("bert"), extra={"fingerprint": fp})
+        log.info(
+            "BERT fine-tuned on %d reviews from %s, saved to %s.",
+            len(texts), self.settings.base_model, self._model_dir("bert"),
+        )  # fmt: skip
+
+    def _bert_config(self) -> TrainConfig:
         s = self.settings
-        config = TrainConfig(
+        return TrainConfig(
             base_model=s.base_model, epochs=s.epochs, batch_size=s.batch_size,
             learning_rate=s.learning_rate, max_length=s.max_length,
             slanted_triangular=s.slanted_triangular, discriminative_lr=s.discriminative_lr,
             gradual_unfreezing=s.gradual_unfreezing, seed=s.seed,
         )  # fmt: skip
-        classifier = fine_tune(texts, labels, config, resolve_device(s.device), self.progress)
-        classifier.save(self._model_dir("bert"), extra={"fingerprint": fp})
-        log.info("BERT fine-tuned on %d reviews from %s, saved to %s.", len(texts), s.base_model, self._model_dir("bert"))
 
     def model(self, name: str):
         """The trained model ``name`` with a ``predict_proba(texts)`` method, loaded once."""
@@ -295,6 +302,47 @@ class Pipeline:
                         [r.label for r in rows], [r.p_positive for r in rows]
                     )
             session.get(Run, self.run_id).metrics = metrics
+
+    def step_curve(self) -> None:
+        """Evaluation accuracy against training-set size: NB-SVM at every size, BERT below --train-size."""
+        s = self.settings
+        if not s.learning_curve:
+            return
+        with session_scope(self.engine) as session:
+            rows = session.execute(select(Review.split, Review.text, Review.label)).all()
+            run = session.get(Run, self.run_id)
+            bert_at_train_size = run.metrics["bert"]["eval"]["accuracy"]
+        evaluation = [r for r in rows if r.split == "eval"]
+        held_out = {r.text for r in rows if r.split != "train"}
+        reviews = data.read_archive(data.locate_archive(s.imdb, s.data_dir))
+        pool = [r for r in reviews if r.split == "train" and r.text not in held_out]
+        gold = np.array([r.label == "positive" for r in evaluation])
+
+        def accuracy(model) -> float:
+            p = model.predict_proba([r.text for r in evaluation])[:, 1]
+            return float(np.mean((p >= 0.5) == gold))
+
+        curve = {"sizes": [], "nbsvm": [], "bert": []}
+        for size in tqdm(sorted(set(s.learning_curve)), desc="Learning curve", disable=not self.progress):
+            if size > len(pool):
+                log.info("Learning curve: %d training reviews wanted, only %d exist; size skipped.", size, len(pool))
+                continue
+            sample = data.balanced_sample(pool, size, random.Random(s.seed))
+            texts, labels = [r.text for r in sample], [r.label for r in sample]
+            curve["sizes"].append(size)
+            curve["nbsvm"].append(accuracy(train_nbsvm(texts, labels, c=s.nbsvm_c, seed=s.seed)))
+            if size < s.train_size:
+                device = resolve_device(s.device)
+                curve["bert"].append(accuracy(fine_tune(texts, labels, self._bert_config(), device, False)))
+            else:
+                curve["bert"].append(bert_at_train_size if size == s.train_size else None)
+            log.info(
+                "Learning curve at %d reviews: NB-SVM %.3f, BERT %s.", size, curve["nbsvm"][-1],
+                "not trained" if curve["bert"][-1] is None else f"{curve['bert'][-1]:.3f}",
+            )  # fmt: skip
+        with session_scope(self.engine) as session:
+            run = session.get(Run, self.run_id)
+            run.metrics = {**run.metrics, "learning_curve": curve}
 
 
 def sentence_rows(text: str) -> list[Sentence]:

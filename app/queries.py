@@ -13,11 +13,10 @@ from collections.abc import Iterable
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session, aliased
 
-from app.db import MODELS, Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight
+from app.db import MODELS, STEPS, Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight
 from app.view import MAIN_MODEL, MODEL_NAMES, View
 
 CATALOGUE = "catalogue"
-STEP_ORDER = ("data", "nbsvm", "bert", "predict", "explain", "evaluate")
 
 
 # --- rows ------------------------------------------------------------------------------
@@ -400,7 +399,7 @@ def about(session: Session) -> dict:
         return page
     metrics = run.metrics or {}
     steps = run.steps or {}
-    ordered = [name for name in STEP_ORDER if name in steps] + sorted(set(steps) - set(STEP_ORDER))
+    ordered = [name for name in STEPS if name in steps] + sorted(set(steps) - set(STEPS))
     timings = [
         {"step": name, "seconds": steps[name].get("seconds")}
         for name in ordered

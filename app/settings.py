@@ -39,6 +39,11 @@ class Settings(BaseSettings):
         2000, description="Evaluation reviews sampled from the rest of the test split, or 'all'."
     )
     seed: int = Field(42, description="Seed for sampling, training and LIME.")
+    learning_curve: list[int] = Field(
+        [100, 200, 500, 1000, 2000, 5000, 10000],
+        description="Training-set sizes of the learning curve, comma-separated; BERT is "
+        "also trained at the sizes below --train-size. Empty: no curve.",
+    )
 
     # Models
     base_model: str = Field(
@@ -69,6 +74,13 @@ class Settings(BaseSettings):
     def _eval_size(cls, value):
         if isinstance(value, str) and value != "all":
             return int(value)
+        return value
+
+    @field_validator("learning_curve", mode="before")
+    @classmethod
+    def _learning_curve(cls, value):
+        if isinstance(value, str):
+            return [int(n) for n in value.replace(",", " ").split()]
         return value
 
     @property

@@ -165,13 +165,7 @@ def make_splits(
             seen.add(review.text)
             unique.append(review)
     rng = random.Random(seed)
-    train = []
-    for label in ("positive", "negative"):
-        pool = [r for r in unique if r.split == "train" and r.label == label]
-        wanted = train_size // 2 + (train_size % 2 if label == "positive" else 0)
-        if len(pool) < wanted:
-            raise DataError(f"only {len(pool)} {label} training reviews, {wanted} wanted.")
-        train += rng.sample(pool, wanted)
+    train = balanced_sample([r for r in unique if r.split == "train"], train_size, rng)
 
     test = [r for r in unique if r.split == "test"]
     short = [r for r in test if r.word_count <= max_words]
@@ -189,6 +183,18 @@ def make_splits(
         dropped_duplicates=len(reviews) - len(unique),
         title_ids=chosen,
     )
+
+
+def balanced_sample(pool: list[RawReview], size: int, rng: random.Random) -> list[RawReview]:
+    """``size`` reviews of ``pool``, half of each label (the odd one positive)."""
+    picked = []
+    for label in ("positive", "negative"):
+        candidates = [r for r in pool if r.label == label]
+        wanted = size // 2 + (size % 2 if label == "positive" else 0)
+        if len(candidates) < wanted:
+            raise DataError(f"only {len(candidates)} {label} training reviews, {wanted} wanted.")
+        picked += rng.sample(candidates, wanted)
+    return picked
 
 
 def read_movies(path: Path, wanted: set[str]) -> dict[str, dict]:

