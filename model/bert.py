@@ -160,7 +160,7 @@ def fine_tune(
     bar = tqdm(total=total, desc="Fine-tune BERT", unit="step", disable=not progress)
     for epoch in range(config.epochs):
         if config.gradual_unfreezing:
-            trainable = depth + 1 if epoch >= depth else epoch + 1
+            trainable = min(epoch + 1, len(groups))  # the top groups, one more each epoch
             for i, group in enumerate(groups):
                 for p in group:
                     p.requires_grad = i >= len(groups) - trainable

@@ -4,9 +4,10 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
 from app.settings import packaged_minilm
-from model.bert import BertClassifier, TrainConfig, fine_tune, head_and_tail, resolve_device
+from model.bert import BertClassifier, TrainConfig, _stlr, fine_tune, head_and_tail, resolve_device
 from model.explain import explain_sentences, explain_words
 from model.metrics import classification_report, expected_calibration_error
 from model.nbsvm import stemmed_tokens, train_nbsvm
@@ -73,6 +74,29 @@ def test_bert_save_and_load_give_the_same_predictions(tmp_path):
     assert loaded.config.max_length == 64
     with pytest.raises(FileNotFoundError, match="no trained BERT model"):
         BertClassifier.load(tmp_path / "missing", resolve_device("cpu"))
+
+
+def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch():
+    config = TrainConfig(
+        base_model=packaged_minilm(), epochs=1, batch_size=2, max_length=32, gradual_unfreezing=True,
+        discriminative_lr=2.6,
+    )  # fmt: skip
+    device = resolve_device("cpu")
+    start = BertClassifier.pretrained(config, device).model.state_dict()
+    start = {k: v.clone() for k, v in start.items()}
+    trained = fine_tune([POSITIVE, NEGATIVE] * 2, ["positive", "negative"] * 2, config, device, False)
+    after = trained.model.state_dict()
+    assert torch.equal(after["bert.embeddings.word_embeddings.weight"], start["bert.embeddings.word_embeddings.weight"])
+    assert torch.equal(after["bert.encoder.layer.5.output.dense.weight"], start["bert.encoder.layer.5.output.dense.weight"])
+    assert not torch.equal(after["classifier.weight"], start["classifier.weight"])
+
+
+def test_slanted_triangular_schedule_rises_then_falls():
+    factors = [_stlr(100, cut_frac=0.1, ratio=32)(step) for step in range(101)]
+    assert factors[0] == pytest.approx(1 / 32)
+    assert max(factors) == factors[10] == 1.0
+    assert factors[100] == pytest.approx(1 / 32)
+    assert factors[:11] == sorted(factors[:11]) and factors[10:] == sorted(factors[10:], reverse=True)
 
 
 def test_head_and_tail_keeps_both_ends():
