@@ -310,8 +310,7 @@ class Pipeline:
             return
         with session_scope(self.engine) as session:
             rows = session.execute(select(Review.split, Review.text, Review.label)).all()
-            run = session.get(Run, self.run_id)
-            bert_at_train_size = run.metrics["bert"]["eval"]["accuracy"]
+            metrics = session.get(Run, self.run_id).metrics
         evaluation = [r for r in rows if r.split == "eval"]
         held_out = {r.text for r in rows if r.split != "train"}
         reviews = data.read_archive(data.locate_archive(s.imdb, s.data_dir))
@@ -327,15 +326,19 @@ class Pipeline:
             if size > len(pool):
                 log.info("Learning curve: %d training reviews wanted, only %d exist; size skipped.", size, len(pool))
                 continue
+            curve["sizes"].append(size)
+            if size == s.train_size:  # the models the build trained
+                curve["nbsvm"].append(metrics["nbsvm"]["eval"]["accuracy"])
+                curve["bert"].append(metrics["bert"]["eval"]["accuracy"])
+                continue
             sample = data.balanced_sample(pool, size, random.Random(s.seed))
             texts, labels = [r.text for r in sample], [r.label for r in sample]
-            curve["sizes"].append(size)
             curve["nbsvm"].append(accuracy(train_nbsvm(texts, labels, c=s.nbsvm_c, seed=s.seed)))
             if size < s.train_size:
                 device = resolve_device(s.device)
                 curve["bert"].append(accuracy(fine_tune(texts, labels, self._bert_config(), device, False)))
             else:
-                curve["bert"].append(bert_at_train_size if size == s.train_size else None)
+                curve["bert"].append(None)
             log.info(
                 "Learning curve at %d reviews: NB-SVM %.3f, BERT %s.", size, curve["nbsvm"][-1],
                 "not trained" if curve["bert"][-1] is None else f"{curve['bert'][-1]:.3f}",
