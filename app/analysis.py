@@ -241,7 +241,12 @@ class Analyzer:
 
     async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
         texts = list(texts)
-        p_positive = await self.predict(texts)
+        if explain:  # side by side, so the texts and LIME's samples can share model calls
+            p_positive, *explanations = await asyncio.gather(
+                self.predict(texts), *(self.explain(text) for text in texts)
+            )
+        else:
+            p_positive, explanations = await self.predict(texts), []
         results = []
         for index in range(len(texts)):
             predictions = {}
@@ -249,10 +254,8 @@ class Analyzer:
                 p = float(p_positive[name][index])
                 predictions[name] = {"label": label_of(p), "p_positive": p}
             results.append({"predictions": predictions})
-        if explain:
-            explanations = await asyncio.gather(*(self.explain(text) for text in texts))
-            for result, explanation in zip(results, explanations):
-                result.update(explanation)
+        for result, explanation in zip(results, explanations):
+            result.update(explanation)
         return results
 
     async def explain(self, text: str) -> dict:

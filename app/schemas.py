@@ -65,6 +65,9 @@ class ReviewRequest(Strict):
 class ModelPrediction(BaseModel):
     label: Label
     p_positive: float = Field(ge=0, le=1, description="Probability of the positive class.")
+    correct: bool | None = Field(
+        None, description="POST /api/reviews with a `label`: whether the prediction matches it."
+    )
 
 
 class Predictions(BaseModel):

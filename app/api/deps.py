@@ -21,7 +21,7 @@ def text_problems(field: str, text: str, settings: Settings) -> list[dict]:
     """What is wrong with one review text, as error items naming ``field``."""
     limit = settings.max_text_chars
     if not text.strip():
-        return [problem(field, "The text is empty or only whitespace; send at least one visible character.", 1)]
+        return [problem(field, "The text is empty or only whitespace; it needs at least 1 non-space character.", 1)]
     if len(text) > limit:
         return [problem(field, f"The text is {len(text):,} characters long; the limit is {limit:,}.", limit)]
     try:
