@@ -10,8 +10,8 @@
 (``sentences`` and ``explanations`` only with ``explain``.)
 
 Each model sits behind a ``MicroBatcher``: requests put their texts on an asyncio queue;
-one collector task takes the first, waits ``batch_window_ms`` for others, and runs them
-all as one model call in the model's own single worker thread, so the event loop never
+one collector task takes the first, waits ``batch_window_ms`` for others (only while
+requests overlap), and runs them all as one model call in the model's own single worker thread, so the event loop never
 waits on a model and torch is never called from two threads at once. While one call
 runs, the next requests queue up and go together in the following call, so throughput
 grows with concurrency. LIME runs in a thread pool; its perturbed texts (one call per
@@ -66,7 +66,10 @@ class MicroBatcher:
     ``await batcher(texts)`` returns the model's class probabilities, one row per text.
     The first waiting call opens a batch; the collector then waits ``window_s`` seconds
     (0: batching off, one call per request) and takes every call queued by then, up to
-    ``max_texts`` texts, deduplicates the texts and runs the model once.
+    ``max_texts`` texts, deduplicates the texts and runs the model once. The window is
+    waited only while calls overlap (the last batch had several, or more are queued), so
+    a lone request at low load pays no delay; calls that arrive while the model is busy
+    queue up and go together in the next batch either way.
     """
 
     def __init__(self, name: str, predict: ProbaFn, window_s: float, max_texts: int):
@@ -81,6 +84,7 @@ class MicroBatcher:
         self._task: asyncio.Task | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._in_flight: list[tuple[list[str], asyncio.Future]] = []
+        self._contended = False  # did the last batch have company (several calls, or more waiting)?
 
     def _ensure_started(self) -> None:
         loop = asyncio.get_running_loop()
@@ -108,7 +112,9 @@ class MicroBatcher:
             batch = [await queue.get()]
             size = len(batch[0][0])
             if self.window_s > 0:
-                if size < self.max_texts:
+                # Wait for company only while requests overlap: a lone request at low load goes
+                # straight to the model instead of paying the window.
+                if size < self.max_texts and (self._contended or not queue.empty()):
                     await asyncio.sleep(self.window_s)
                 while size < self.max_texts and not queue.empty():
                     item = queue.get_nowait()
@@ -132,6 +138,7 @@ class MicroBatcher:
                 self._in_flight = []
             self.calls += 1
             self.texts += len(unique)
+            self._contended = len(live) > 1 or not queue.empty()
             for (_, future), index in zip(live, rows):
                 if not future.done():
                     future.set_result(probs[index])

@@ -285,6 +285,16 @@ def test_stored_review_shows_on_its_title_page_and_in_its_statistics(client, api
     assert page.status_code == 200 and "I walked out after an hour." in page.text
 
 
+def test_the_analyze_page_uses_the_same_analyzer(client):
+    response = client.post("/analyze.json", json={"text": REVIEW})
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert set(result["predictions"]) == {"bert", "nbsvm"}
+    assert [s["text"] for s in result["sentences"]][0] == "I expected a dull remake."
+    html = client.post("/analyze", data={"text": REVIEW})
+    assert html.status_code == 200 and "I expected a dull remake." in html.text
+
+
 # --- GET endpoints --------------------------------------------------------------------------
 
 

@@ -81,6 +81,8 @@ def validation_problems(error: RequestValidationError) -> list[dict]:
         if kind == "json_invalid":
             position = f" at character {loc[1]}" if len(loc) > 1 else ""
             message = f"The body is not valid JSON: {ctx.get('error', 'decode error')}{position}."
+        elif kind == "extra_forbidden":
+            message = "Unknown field; the schema at /docs lists the fields this endpoint takes."
         elif kind == "missing" and loc == ("body",):
             message = "The request body is missing: send a JSON object."
         limit = None
