@@ -123,35 +123,45 @@ class MicroBatcher:
             live = [item for item in batch if not item[1].done()]
             if not live:
                 continue
-            unique: dict[str, int] = {}
-            rows = [[unique.setdefault(text, len(unique)) for text in texts] for texts, _ in live]
             self._in_flight = live
             try:
-                probs = await loop.run_in_executor(self._executor, self.predict, list(unique))
-            except Exception as error:  # the model failed: every caller of this batch hears why
-                log.exception("%s failed on a batch of %d texts", self.name, len(unique))
-                for _, future in live:
-                    if not future.done():
-                        future.set_exception(error)
-                continue
+                await self._run(live, loop)
             finally:
                 self._in_flight = []
-            self.calls += 1
-            self.texts += len(unique)
             self._contended = len(live) > 1 or not queue.empty()
-            for (_, future), index in zip(live, rows):
-                if not future.done():
-                    future.set_result(probs[index])
+
+    async def _run(self, live: list[tuple[list[str], asyncio.Future]], loop: asyncio.AbstractEventLoop) -> None:
+        """One model call for every caller in ``live``; each caller gets its rows or the error."""
+        unique: dict[str, int] = {}
+        rows = [[unique.setdefault(text, len(unique)) for text in texts] for texts, _ in live]
+        try:
+            probs = await loop.run_in_executor(self._executor, self.predict, list(unique))
+            if len(probs) != len(unique):
+                raise RuntimeError(f"{self.name} returned {len(probs)} rows for {len(unique)} texts")
+        except Exception as error:
+            if len(live) > 1:  # find the culprit: the others should not fail with it
+                for item in live:
+                    await self._run([item], loop)
+                return
+            log.exception("%s failed on %d texts", self.name, len(unique))
+            if not live[0][1].done():
+                live[0][1].set_exception(error)
+            return
+        self.calls += 1
+        self.texts += len(unique)
+        for (_, future), index in zip(live, rows):
+            if not future.done():
+                future.set_result(probs[index])
 
     async def stop(self) -> None:
         """Stop collecting; callers still waiting are told the server is stopping."""
+        pending = list(self._in_flight)
         if self._task is not None:
             self._task.cancel()
             try:
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
-        pending = list(self._in_flight)
         while self._queue is not None and not self._queue.empty():
             pending.append(self._queue.get_nowait())
         for _, future in pending:

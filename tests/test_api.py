@@ -582,6 +582,32 @@ def test_micro_batcher_merges_concurrent_calls_and_never_blocks_the_loop():
     assert sizes == [2] * 16
 
 
+def test_a_failing_text_fails_only_its_own_request_and_stop_releases_waiters():
+    def model(texts):
+        if any("boom" in t for t in texts):
+            raise ValueError("boom")
+        return np.array([[0.5, 0.5]] * len(texts))
+
+    async def main():
+        batcher = MicroBatcher("fake", model, 0.01, max_texts=1000)
+        results = await asyncio.gather(
+            batcher(["fine"]), batcher(["boom"]), batcher(["also fine", "fine"]), return_exceptions=True
+        )
+        await batcher.stop()
+
+        slow = MicroBatcher("slow", lambda texts: time.sleep(0.3) or np.zeros((len(texts), 2)), 0.0, 1000)
+        waiting = [asyncio.ensure_future(slow([f"text {i}"])) for i in range(3)]
+        await asyncio.sleep(0.1)
+        await slow.stop()
+        stopped = await asyncio.gather(*waiting, return_exceptions=True)
+        return results, stopped
+
+    results, stopped = asyncio.run(main())
+    assert isinstance(results[1], ValueError)
+    assert results[0].shape == (1, 2) and results[2].shape == (2, 2)
+    assert all(isinstance(r, RuntimeError) and "stopping" in str(r) for r in stopped)
+
+
 def test_200_concurrent_posts_store_200_reviews(api_url, api_app, api_data_dir):
     db = db_path(api_data_dir)
     [(before,)] = query(db, "SELECT COUNT(*) FROM reviews WHERE title_id = ?", CROWD_TITLE)
