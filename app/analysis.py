@@ -215,7 +215,7 @@ class Analyzer:
         except Exception as error:
             raise ModelsUnavailable(f"The BERT model in {directory / 'bert'} cannot be loaded: {error}") from error
         bert.model.eval()
-        max_tokens = settings.inference_max_tokens or (65536 if device.type == "cuda" else 8192)
+        max_tokens = settings.inference_max_tokens or (65536 if device.type == "cuda" else 2048)
         models = {"nbsvm": nbsvm.predict_proba, "bert": partial(bert.predict_proba, max_tokens=max_tokens)}
         for predict in models.values():  # warm up (CUDA context, kernels, caches) before the first request
             predict(["A warm-up sentence. It was fine."])
