@@ -83,18 +83,18 @@ class Settings(BaseSettings):
     )
     explain_workers: int = Field(16, ge=1, description="Threads running LIME for live explanations.")
 
-    @field_validator("eval_size", mode="before")
-    @classmethod
-    def _eval_size(cls, value):
-        if isinstance(value, str) and value != "all":
-            return int(value)
-        return value
-
     @field_validator("api_token", mode="before")
     @classmethod
     def _api_token(cls, value):
         if isinstance(value, str) and not value.strip():
             return None  # TEXTFLIX_API_TOKEN= (empty) means no token
+        return value
+
+    @field_validator("eval_size", mode="before")
+    @classmethod
+    def _eval_size(cls, value):
+        if isinstance(value, str) and value != "all":
+            return int(value)
         return value
 
     @property
