@@ -539,6 +539,14 @@ def test_missing_database_gives_503_on_reads(tmp_path):
         response = test_client.get("/api/movies")
         assert response.status_code == 503 and "textflix build" in response.json()["detail"][0]["message"]
         assert test_client.get("/api/reviews/1").status_code == 503
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")  # there, but no tables
+    app = create_app(Settings(data_dir=tmp_path, database_url=f"sqlite:///{empty}", api_token=None))
+    with TestClient(app) as test_client:
+        response = test_client.get("/api/movies")
+        assert response.status_code == 503 and error_fields(response) == [None]
+        assert "cannot be read" in response.json()["detail"][0]["message"]
+        assert test_client.get("/api/health").json()["database"] == "unavailable"
 
 
 # --- batching and concurrency ---------------------------------------------------------------

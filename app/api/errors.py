@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 
@@ -139,9 +140,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def database_error(request: Request, error: SQLAlchemyError) -> Response:
         if _is_api(request):
-            log.error("Database error on %s %s: %s", request.method, request.url.path, error)
-            settings = request.app.state.settings
-            message = f"The database at {settings.database} cannot be read or written right now; try again later."
+            url = make_url(request.app.state.settings.database).render_as_string(hide_password=True)
+            log.error("Database %s failed on %s %s: %s", url, request.method, request.url.path, error)
+            message = "The database cannot be read or written right now; the server log has the details."
             return error_response(503, [problem(None, message)])
         return await _call(previous.get(SQLAlchemyError), request, error, lambda: PlainTextResponse("Database error", 503))
 

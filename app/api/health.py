@@ -4,6 +4,7 @@ import logging
 
 from fastapi import APIRouter, Request
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.db import MODELS
@@ -23,7 +24,8 @@ def health(request: Request) -> dict:
                 connection.execute(text("SELECT 1 FROM runs LIMIT 1"))
             reachable = True
         except SQLAlchemyError as error:
-            log.error("Database %s is not readable: %s", state.settings.database, error)
+            url = make_url(state.settings.database).render_as_string(hide_password=True)
+            log.error("Database %s is not readable: %s", url, error)
     analyzer = getattr(state, "analyzer", None)
     info = analyzer.info() if analyzer is not None and hasattr(analyzer, "info") else {}
     settings = state.settings
