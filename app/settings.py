@@ -74,8 +74,8 @@ class Settings(BaseSettings):
         None, description="When set, every POST to /api/ needs `Authorization: Bearer <token>`."
     )
     batch_window_ms: float = Field(
-        5.0, ge=0, le=1000,
-        description="How long the first request of a batch waits for others (ms); 0 turns batching off.",
+        10.0, ge=0, le=1000,
+        description="How long a batch waits for more requests while requests overlap (ms); 0 turns batching off.",
     )  # fmt: skip
     batch_max_texts: int = Field(512, ge=1, description="Most texts one batched model call collects.")
     inference_max_tokens: int | None = Field(

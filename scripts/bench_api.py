@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="Measure this running server instead of starting one.")
     parser.add_argument("--url-unbatched", help="With --url: the same server started with TEXTFLIX_BATCH_WINDOW_MS=0.")
     parser.add_argument("--token", default=os.environ.get("TEXTFLIX_API_TOKEN"), help="Bearer token, if the server needs one.")
-    parser.add_argument("--window-ms", type=float, default=5.0, help="Batch window of the batched server.")
+    parser.add_argument("--window-ms", type=float, default=10.0, help="Batch window of the batched server (ms).")
     parser.add_argument("--device", default="auto", help="Device of the started server.")
     parser.add_argument("--requests", type=int, default=100, help="Requests at 1 client (twice as many at 16).")
     parser.add_argument("--reviews", type=int, default=20, help="POST /api/reviews requests.")
