@@ -21,14 +21,19 @@ BUILD_FIELDS = [
     "batch_size", "learning_rate", "max_length", "slanted_triangular", "discriminative_lr",
     "gradual_unfreezing", "nbsvm_c", "learning_curve",
 ]  # fmt: skip
-SERVE_FIELDS = ["data_dir", "database_url", "device", "host", "port"]
+# The JSON API's settings; TEXTFLIX_API_TOKEN is deliberately no flag (it would show in `ps`).
+API_FIELDS = [
+    "lime_samples", "max_text_chars", "max_texts", "max_body_bytes", "batch_window_ms",
+    "batch_max_texts", "inference_max_tokens", "explain_workers",
+]  # fmt: skip
+SERVE_FIELDS = ["data_dir", "database_url", "device", "host", "port", *API_FIELDS]
 COMMANDS = {
     "build": ("Run the offline pipeline (resumable) and print a summary.", BUILD_FIELDS),
     "report": ("Print the latest run record.", ["data_dir", "database_url"]),
     "serve": ("Start the web server on the database.", SERVE_FIELDS),
     "up": (
         "Build the database if it is missing or unfinished, then serve it.",
-        BUILD_FIELDS + ["host", "port"],
+        BUILD_FIELDS + ["host", "port"] + [f for f in API_FIELDS if f not in BUILD_FIELDS],
     ),
 }
 log = logging.getLogger("textflix")

@@ -7,7 +7,7 @@ that use it, a command-line flag ``--<name>`` (underscores become dashes).
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 IMDB_URL = "http://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -68,6 +68,32 @@ class Settings(BaseSettings):
     # Server
     host: str = Field("127.0.0.1", description="Address the server listens on.")
     port: int = Field(8000, description="Port the server listens on.")
+
+    # JSON API and live analysis
+    max_text_chars: int = Field(20_000, ge=1, description="Longest review text the API takes, in characters.")
+    max_texts: int = Field(64, ge=1, description="Most texts in one POST /api/predict.")
+    max_body_bytes: int = Field(
+        6 * 1024 * 1024, ge=1024, description="Largest request body the API reads, in bytes."
+    )
+    api_token: SecretStr | None = Field(
+        None, description="When set, every POST to /api/ needs `Authorization: Bearer <token>`."
+    )
+    batch_window_ms: float = Field(
+        10.0, ge=0, le=1000,
+        description="How long a batch waits for more requests while requests overlap (ms); 0 turns batching off.",
+    )  # fmt: skip
+    batch_max_texts: int = Field(512, ge=1, description="Most texts one batched model call collects.")
+    inference_max_tokens: int | None = Field(
+        None, ge=64, description="Padded tokens per BERT forward pass; default 2048 on CPU (less padding), 65536 on CUDA."
+    )
+    explain_workers: int = Field(16, ge=1, description="Threads running LIME for live explanations.")
+
+    @field_validator("api_token", mode="before")
+    @classmethod
+    def _api_token(cls, value):
+        if isinstance(value, str) and not value.strip():
+            return None  # TEXTFLIX_API_TOKEN= (empty) means no token
+        return value
 
     @field_validator("eval_size", mode="before")
     @classmethod

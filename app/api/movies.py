@@ -1,0 +1,68 @@
+"""GET /api/movies and /api/movies/{title_id}: the catalogue as the pages show it, paginated."""
+
+import math
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Path, Query
+from sqlalchemy.orm import Session
+
+from app import queries
+from app.api.errors import ApiError, error_responses
+from app.pages import get_session
+from app.schemas import MovieDetail, MovieList
+from app.view import SORTS, View
+
+router = APIRouter(prefix="/api", tags=["catalogue"])
+Sort = Literal[SORTS]  # type: ignore[valid-type]
+Page = Annotated[int, Query(ge=1, le=1_000_000, description="Page number, from 1.")]
+PerPage = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
+
+
+def paginate(items: list, page: int, per_page: int) -> tuple[list, dict]:
+    total = len(items)
+    start = (page - 1) * per_page
+    info = {"page": page, "per_page": per_page, "total": total, "pages": max(1, math.ceil(total / per_page))}
+    return items[start : start + per_page], info
+
+
+@router.get(
+    "/movies",
+    response_model=MovieList,
+    responses=error_responses(422, 503),
+    summary="The catalogue titles with both models' statistics",
+)
+def list_movies(
+    sort: Annotated[Sort, Query(description="As on the dashboard: most reviews, title, most positive, ...")] = "reviews",
+    page: Page = 1,
+    per_page: PerPage = 50,
+    session: Session = Depends(get_session),
+) -> dict:
+    """Every catalogue title as a dashboard card (metadata, review count, per-model
+    sentiment and accuracy), sorted as on the dashboard, with the summary of all reviews."""
+    view = View(analyze=True, accuracy=True, compare=True, sort=sort)
+    data = queries.dashboard(session, view)
+    titles, pagination = paginate(data["titles"], page, per_page)
+    return {"sort": view.effective_sort, "summary": data["summary"], "titles": titles, "pagination": pagination}
+
+
+@router.get(
+    "/movies/{title_id}",
+    response_model=MovieDetail,
+    responses=error_responses(404, 422, 503),
+    summary="One title: metadata, per-model statistics, its reviews",
+)
+def get_movie(
+    title_id: Annotated[str, Path(max_length=64)],
+    page: Page = 1,
+    per_page: PerPage = 20,
+    wrong: Annotated[bool, Query(description="Only reviews some model gets wrong.")] = False,
+    session: Session = Depends(get_session),
+) -> dict:
+    """Metadata, the per-model statistics of all its reviews, the key sentences, and its
+    reviews (user reviews included) with predictions and sentence weights, paginated."""
+    view = View(analyze=True, accuracy=True, compare=True, wrong=wrong)
+    data = queries.movie_page(session, title_id, view)
+    if data is None:
+        raise ApiError.one(404, "title_id", f"There is no title {title_id!r} in the catalogue.")
+    data["reviews"], data["pagination"] = paginate(data["reviews"], page, per_page)
+    return data

@@ -1,0 +1,85 @@
+"""POST /api/reviews (analyse, and store with a title) and GET /api/reviews/{id}."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Request, Response, Security
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from app import queries
+from app.api.deps import bearer, check_string, require_analyzer, run_analysis, text_problems
+from app.api.errors import ApiError, error_responses
+from app.pages import DatabaseUnavailable, get_session
+from app.schemas import ReviewDetail, ReviewRequest, ReviewResult
+from app.store import catalogue_title_exists, store_user_review
+from app.view import View
+
+router = APIRouter(prefix="/api", tags=["reviews"])
+FULL_VIEW = View(analyze=True, accuracy=True, compare=True)
+MAX_ID = 2**63 - 1
+
+
+def _engine(request: Request):
+    engine = request.app.state.engine
+    if engine is None:
+        raise DatabaseUnavailable(request.app.state.database_problem or "No database.")
+    return engine
+
+
+@router.post(
+    "/reviews",
+    status_code=201,
+    response_model=ReviewResult,
+    dependencies=[Security(bearer)],
+    responses={
+        200: {"model": ReviewResult, "description": "Analysed and not stored (no `title_id`)."},
+        **error_responses(400, 401, 403, 413, 415, 422, 503),
+    },
+    summary="Analyse a review, and store it under a title",
+)
+async def post_review(body: ReviewRequest, request: Request, response: Response) -> dict:
+    """Both models' predictions and sentence-level explanations of one review. With a
+    `title_id` the review is stored (source `user`, shown with the catalogue), committed
+    before the answer, which is **201** with its id and URL; without one, nothing is stored
+    and the answer is 200."""
+    settings = request.app.state.settings
+    problems = text_problems("text", body.text, settings)
+    if problems:
+        raise ApiError(422, problems)
+    check_string("title_id", body.title_id)
+    analyzer = require_analyzer(request)
+    if body.title_id is not None:
+        engine = _engine(request)
+        if not await run_in_threadpool(catalogue_title_exists, engine, body.title_id):
+            raise ApiError.one(422, "title_id", f"There is no title {body.title_id!r} in the catalogue.")
+    [result] = await run_analysis(analyzer, [body.text], True)
+    answer = {**result, "stored": False, "title_id": body.title_id, "label": body.label}
+    if body.label is not None:
+        for prediction in answer["predictions"].values():
+            prediction["correct"] = prediction["label"] == body.label
+    if body.title_id is None:
+        response.status_code = 200
+        return answer
+    review_id = await run_in_threadpool(
+        store_user_review, engine, request.app.state.write_lock, body.text, body.title_id, body.label, result
+    )
+    answer.update(stored=True, id=review_id, url=f"/reviews/{review_id}", api_url=f"/api/reviews/{review_id}")
+    response.headers["Location"] = answer["api_url"]
+    return answer
+
+
+@router.get(
+    "/reviews/{review_id}",
+    response_model=ReviewDetail,
+    responses=error_responses(404, 422, 503),
+    summary="One catalogue review with both models and its explanations",
+)
+def get_review(
+    review_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: Session = Depends(get_session)
+) -> dict:
+    """Text, gold label (if any), each model's prediction, the sentences with their spans
+    and per-model LIME weights, NB-SVM's word weights and the explanation records."""
+    page = queries.review_page(session, review_id, FULL_VIEW)
+    if page is None:
+        raise ApiError.one(404, "review_id", f"There is no review {review_id} in the catalogue.")
+    return {"url": f"/reviews/{review_id}", **page}

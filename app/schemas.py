@@ -1,0 +1,270 @@
+"""Pydantic schemas of the JSON API (requests, answers, errors), apart from the ORM models.
+
+Request bodies are strict: unknown fields, and values of the wrong JSON type, are
+refused (a string is not taken for a boolean, a number not for a string). The limits
+that depend on the settings (text length, number of texts) are checked by the routes
+and written into the OpenAPI schema at start-up.
+"""
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+
+Label = Literal["positive", "negative"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Open(BaseModel):
+    """An answer that may carry more fields than are listed."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+class ErrorItem(BaseModel):
+    field: str | None = Field(
+        description="The body field (`texts[2]`), parameter, header or `body` at fault; null if none is."
+    )
+    message: str
+    limit: int | None = Field(None, description="The limit that was passed, if any.")
+    type: str | None = Field(None, description="Pydantic's error type, for validation errors.")
+
+
+class ErrorResponse(BaseModel):
+    detail: list[ErrorItem]
+
+
+# --- live analysis --------------------------------------------------------------------------
+
+
+class PredictRequest(Strict):
+    texts: list[StrictStr] = Field(
+        description="Review texts, 1 to 64 (TEXTFLIX_MAX_TEXTS), each non-blank and at most "
+        "20,000 characters (TEXTFLIX_MAX_TEXT_CHARS).",
+        examples=[["A wonderful, moving film. The ending drags a little."]],
+    )
+    explain: StrictBool = Field(False, description="Also return sentence-level LIME weights (slower).")
+
+
+class ReviewRequest(Strict):
+    text: StrictStr = Field(
+        description="The review, non-blank, at most 20,000 characters (TEXTFLIX_MAX_TEXT_CHARS).",
+        examples=["A wonderful, moving film. The lighthouse scenes are beautifully shot. The ending drags."],
+    )
+    title_id: StrictStr | None = Field(
+        None, description="A catalogue title (e.g. `tt0111161`): the review is stored and shown on its page."
+    )
+    label: Label | None = Field(None, description="The gold label, if the writer knows it.")
+
+
+class ModelPrediction(BaseModel):
+    label: Label
+    p_positive: float = Field(ge=0, le=1, description="Probability of the positive class.")
+    correct: bool | None = Field(
+        None, description="POST /api/reviews with a `label`: whether the prediction matches it."
+    )
+
+
+class Predictions(BaseModel):
+    nbsvm: ModelPrediction
+    bert: ModelPrediction
+
+
+class ModelWeights(BaseModel):
+    nbsvm: float
+    bert: float
+
+
+class AnalyzedSentence(BaseModel):
+    text: str
+    start: int = Field(description="Character offset of the sentence in the text.")
+    end: int
+    weights: ModelWeights = Field(description="LIME weight per model, signed toward positive.")
+
+
+class ExplanationInfo(BaseModel):
+    samples: int = Field(description="LIME samples drawn.")
+    intercept: float
+    score: float = Field(description="R² of LIME's local linear model.")
+
+
+class ModelExplanations(BaseModel):
+    nbsvm: ExplanationInfo
+    bert: ExplanationInfo
+
+
+class AnalysisResult(BaseModel):
+    predictions: Predictions
+    sentences: list[AnalyzedSentence] | None = Field(None, description="With `explain`: the sentences, in order.")
+    explanations: ModelExplanations | None = None
+
+
+class PredictResponse(BaseModel):
+    results: list[AnalysisResult] = Field(description="One result per text, in order.")
+
+
+class ReviewResult(AnalysisResult):
+    stored: bool = Field(description="True when the review was stored (a `title_id` was given).")
+    id: int | None = Field(None, description="The stored review's id.")
+    url: str | None = Field(None, description="Its page, e.g. /reviews/1234.")
+    api_url: str | None = Field(None, description="Its JSON, e.g. /api/reviews/1234.")
+    title_id: str | None = None
+    label: Label | None = Field(None, description="The gold label given.")
+
+
+# --- catalogue (GET) ------------------------------------------------------------------------
+
+
+class Pagination(BaseModel):
+    page: int
+    per_page: int
+    total: int = Field(description="Items on all pages.")
+    pages: int
+
+
+class MovieInfo(Open):
+    title_id: str
+    title: str
+    has_metadata: bool
+    year: int | None = None
+    runtime_min: int | None = None
+    rated: str | None = None
+    genres: list[str] = []
+    director: str | None = None
+    actors: str | None = None
+    plot: str | None = None
+    imdb_rating: float | None = None
+
+
+class BarRun(BaseModel):
+    level: str = Field(description="Colour class: pos1-pos3 or neg1-neg3 by confidence.")
+    count: int
+
+
+class Tick(BaseModel):
+    index: int
+    review_id: int
+    gold: str | None
+
+
+class ModelSummary(Open):
+    model: str
+    name: str
+    reviews: int
+    scored: int
+    positive: int
+    negative: int
+    positive_share: float | None
+    bar: list[BarRun] = Field(description="Reviews ordered by positive probability, as runs of equal colour.")
+    labeled: int | None = None
+    wrong: int | None = None
+    correct: int | None = None
+    accuracy: float | None = None
+    ticks: list[Tick] | None = Field(None, description="Where the wrong predictions fall in `bar`.")
+
+
+class Summary(Open):
+    reviews: int
+    models: dict[str, ModelSummary]
+
+
+class CatalogueSummary(Summary):
+    titles: int
+
+
+class TitleCard(MovieInfo):
+    reviews: int
+    models: dict[str, ModelSummary]
+
+
+class MovieList(BaseModel):
+    sort: str
+    summary: CatalogueSummary
+    titles: list[TitleCard]
+    pagination: Pagination
+
+
+class StoredPrediction(Open):
+    label: Label
+    p_positive: float
+    confidence: float
+    correct: bool | None = Field(None, description="Null when the review has no gold label.")
+
+
+class StoredSentence(Open):
+    position: int
+    start: int
+    end: int
+    text: str
+    weights: dict[str, float]
+
+
+class ReviewItem(Open):
+    id: int
+    title_id: str
+    source: str = Field(description="`imdb` or `user`.")
+    text: str
+    gold: Label | None = None
+    rating: int | None = None
+    predictions: dict[str, StoredPrediction] = {}
+    wrong: bool = False
+    disagree: bool = False
+    sentences: list[StoredSentence] = []
+
+
+class Highlight(BaseModel):
+    review_id: int
+    position: int
+    text: str
+    weight: float
+
+
+class MovieDetail(BaseModel):
+    movie: MovieInfo
+    summary: Summary
+    highlights: dict[str, list[Highlight]] = Field(description="Most polarised sentence of each review, by label.")
+    weight_scale: dict[str, float]
+    wrong_reviews: int
+    reviews: list[ReviewItem]
+    pagination: Pagination
+
+
+class WordWeightOut(BaseModel):
+    word: str
+    weight: float
+
+
+class ExplanationRecord(BaseModel):
+    model: str
+    level: str
+    samples: int
+    intercept: float
+    score: float
+
+
+class ReviewDetail(BaseModel):
+    url: str
+    movie: MovieInfo
+    review: ReviewItem
+    words: list[WordWeightOut] = Field(description="NB-SVM word-level LIME weights, strongest first.")
+    word_scale: float
+    weight_scale: dict[str, float]
+    explanations: list[ExplanationRecord]
+
+
+# --- health ---------------------------------------------------------------------------------
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    database: Literal["ok", "unavailable"]
+    models: dict[str, bool]
+    models_problem: str | None = None
+    device: str | None = None
+    batch_window_ms: float
+    batching: bool

@@ -1,0 +1,738 @@
+"""The JSON API over HTTP, with real models trained here on a handful of real reviews.
+
+A session fixture trains NB-SVM on 60 real reviews and fine-tunes the packaged MiniLM
+for one epoch on 8 (max length 64), next to the page-test database (``web_fixtures``);
+a uvicorn server in a thread serves that app for the tests. Bad input, auth and a
+missing model use their own small apps with ``TestClient``.
+"""
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+
+from app.analysis import Analyzer, MicroBatcher
+from app.main import create_app
+from app.settings import Settings, packaged_minilm
+from tests.conftest import ROOT
+
+try:
+    from web_fixtures import FakeAnalyzer, build_web_database
+except ImportError:  # tests/ is a package
+    from tests.web_fixtures import FakeAnalyzer, build_web_database
+
+TITLE = "tt0100001"  # catalogue titles of the fixture database
+OTHER_TITLE = "tt0100002"
+CROWD_TITLE = "tt0100003"
+TRAINING_ONLY_TITLE = "tt0100005"
+REVIEW = (
+    "I expected a dull remake. Instead the film is warm, funny and beautifully acted. "
+    "The second half drags a little. Still, I loved it and would watch it again."
+)
+LIME_SAMPLES = 16
+
+
+# --- fixtures -------------------------------------------------------------------------------
+
+
+def _short_train_reviews(real_reviews, per_class: int) -> list:
+    chosen = {"positive": [], "negative": []}
+    for review in real_reviews:
+        if review.split == "train" and len(review.text) < 1200 and len(chosen[review.label]) < per_class:
+            chosen[review.label].append(review)
+    return [r for pair in zip(chosen["positive"], chosen["negative"]) for r in pair]
+
+
+@pytest.fixture(scope="session")
+def api_data_dir(tmp_path_factory, real_reviews) -> Path:
+    """A data dir with real trained models (models/nbsvm, models/bert) and the fixture database."""
+    import torch
+
+    from model.bert import TrainConfig, fine_tune
+    from model.nbsvm import save_nbsvm, train_nbsvm
+
+    data_dir = tmp_path_factory.mktemp("api-data")
+    reviews = _short_train_reviews(real_reviews, 30)
+    nbsvm = train_nbsvm([r.text for r in reviews], [r.label for r in reviews], c=0.1, seed=0)
+    save_nbsvm(nbsvm, data_dir / "models" / "nbsvm", {"c": 0.1})
+    config = TrainConfig(base_model=packaged_minilm(), epochs=1, batch_size=8, max_length=64, seed=0)
+    bert = fine_tune([r.text for r in reviews[:8]], [r.label for r in reviews[:8]], config, torch.device("cpu"), False)
+    bert.save(data_dir / "models" / "bert")
+    build_web_database(data_dir / "textflix.db")
+    return data_dir
+
+
+def api_settings(data_dir: Path, **changes) -> Settings:
+    values = dict(data_dir=data_dir, lime_samples=LIME_SAMPLES, api_token=None, batch_window_ms=5, device="cpu")
+    return Settings(**{**values, **changes})
+
+
+def free_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@pytest.fixture(scope="session")
+def plain_dir(tmp_path_factory) -> Path:
+    """A data dir with the fixture database and no models."""
+    data_dir = tmp_path_factory.mktemp("plain-data")
+    build_web_database(data_dir / "textflix.db")
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def fake_app(plain_dir):
+    """The app with the stand-in analyzer of the page tests: for input checks and auth, no models needed."""
+    app = create_app(api_settings(plain_dir))
+    app.state.analyzer = FakeAnalyzer()
+    return app
+
+
+@pytest.fixture(scope="session")
+def api_app(api_data_dir):
+    return create_app(api_settings(api_data_dir))
+
+
+@pytest.fixture(scope="session")
+def api_url(api_app):
+    """The API app served by uvicorn on a free localhost port, in a thread (models load at start-up)."""
+    sock = free_socket()
+    server = uvicorn.Server(uvicorn.Config(api_app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            pytest.fail("the API test server did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(20)
+    sock.close()
+
+
+@pytest.fixture
+def client(api_url):
+    with httpx.Client(base_url=api_url, timeout=120) as client:
+        yield client
+
+
+def db_path(data_dir: Path) -> Path:
+    return data_dir / "textflix.db"
+
+
+def query(db: Path, sql: str, *args):
+    with sqlite3.connect(db) as connection:
+        return connection.execute(sql, args).fetchall()
+
+
+def error_fields(response) -> list[str | None]:
+    assert response.headers["content-type"].startswith("application/json"), response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, list) and detail, detail
+    for item in detail:
+        assert item["message"] and "field" in item
+    return [item["field"] for item in detail]
+
+
+def check_result(result: dict, text: str, explain: bool) -> None:
+    assert set(result["predictions"]) == {"bert", "nbsvm"}
+    for prediction in result["predictions"].values():
+        assert 0.0 <= prediction["p_positive"] <= 1.0
+        assert prediction["label"] == ("positive" if prediction["p_positive"] >= 0.5 else "negative")
+    if not explain:
+        assert "sentences" not in result
+        return
+    sentences = result["sentences"]
+    assert sentences
+    for sentence in sentences:
+        assert text[sentence["start"] : sentence["end"]] == sentence["text"]
+        assert set(sentence["weights"]) == {"bert", "nbsvm"}
+        assert all(np.isfinite(w) for w in sentence["weights"].values())
+    assert [s["start"] for s in sentences] == sorted(s["start"] for s in sentences)
+
+
+# --- health ---------------------------------------------------------------------------------
+
+
+def test_health_reports_models_device_and_database(client):
+    health = client.get("/api/health").json()
+    assert health["status"] == "ok" and health["database"] == "ok"
+    assert health["models"] == {"nbsvm": True, "bert": True}
+    assert health["device"].startswith("cpu")
+    assert health["batching"] is True and health["batch_window_ms"] == 5
+
+
+# --- POST /api/predict ----------------------------------------------------------------------
+
+
+def test_predict_answers_one_result_per_text_in_order(client):
+    texts = [
+        REVIEW,
+        "Awful. The worst film I have seen in years, boring and badly acted.",
+        "A masterpiece: moving, clever and beautifully shot.",
+    ]
+    response = client.post("/api/predict", json={"texts": texts})
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert len(results) == len(texts)
+    for text, result in zip(texts, results):
+        check_result(result, text, explain=False)
+    # in order: each text alone gets the same answer as in the batch
+    for text, result in zip(texts, results):
+        [alone] = client.post("/api/predict", json={"texts": [text]}).json()["results"]
+        for model in ("bert", "nbsvm"):
+            assert alone["predictions"][model]["p_positive"] == pytest.approx(
+                result["predictions"][model]["p_positive"], abs=0.02
+            )
+
+
+def test_predict_with_explanations(client):
+    texts = [REVIEW, "Just one sentence without an ending"]
+    response = client.post("/api/predict", json={"texts": texts, "explain": True})
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    for text, result in zip(texts, results):
+        check_result(result, text, explain=True)
+    assert len(results[0]["sentences"]) == 4 and len(results[1]["sentences"]) == 1
+    assert results[0]["explanations"]["bert"]["samples"] == LIME_SAMPLES
+
+
+def test_predict_stores_nothing(client, api_data_dir):
+    before = query(db_path(api_data_dir), "SELECT COUNT(*) FROM reviews")
+    assert client.post("/api/predict", json={"texts": ["Stored? No."], "explain": True}).status_code == 200
+    assert query(db_path(api_data_dir), "SELECT COUNT(*) FROM reviews") == before
+
+
+# --- POST /api/reviews ----------------------------------------------------------------------
+
+
+def test_review_without_title_is_analysed_not_stored(client, api_data_dir):
+    before = query(db_path(api_data_dir), "SELECT COUNT(*) FROM reviews")
+    response = client.post("/api/reviews", json={"text": REVIEW, "label": "positive"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["stored"] is False and body["id"] is None and body["url"] is None
+    check_result(body, REVIEW, explain=True)
+    assert all(p["correct"] == (p["label"] == "positive") for p in body["predictions"].values())
+    assert query(db_path(api_data_dir), "SELECT COUNT(*) FROM reviews") == before
+
+
+def test_stored_review_shows_on_its_title_page_and_in_its_statistics(client, api_data_dir):
+    text = "Dreadful <b>plot</b> & wooden acting. I walked out after an hour. Avoid this one."
+    before = client.get(f"/api/movies/{TITLE}").json()["summary"]
+    response = client.post("/api/reviews", json={"text": text, "title_id": TITLE, "label": "negative"})
+    assert response.status_code == 201, response.text
+    body = response.json()
+    review_id = body["id"]
+    assert body["stored"] is True and body["url"] == f"/reviews/{review_id}"
+    assert response.headers["location"] == f"/api/reviews/{review_id}" == body["api_url"]
+    check_result(body, text, explain=True)
+
+    # committed: straight from SQL
+    [(split, source, key, label, stored_text)] = query(
+        db_path(api_data_dir), "SELECT split, source, source_key, label, text FROM reviews WHERE id = ?", review_id
+    )
+    assert (split, source, key, label, stored_text) == ("catalogue", "user", None, "negative", text)
+    sentences = len(body["sentences"])
+    assert query(db_path(api_data_dir), "SELECT COUNT(*) FROM sentences WHERE review_id = ?", review_id) == [(sentences,)]
+    weights = query(
+        db_path(api_data_dir),
+        "SELECT COUNT(*) FROM sentence_weights w JOIN sentences s ON s.id = w.sentence_id WHERE s.review_id = ?",
+        review_id,
+    )
+    assert weights == [(2 * sentences,)]
+    assert query(
+        db_path(api_data_dir), "SELECT model, level, samples FROM explanations WHERE review_id = ? ORDER BY model", review_id
+    ) == [("bert", "sentence", LIME_SAMPLES), ("nbsvm", "sentence", LIME_SAMPLES)]
+
+    # the API's own view of it
+    stored = client.get(f"/api/reviews/{review_id}").json()
+    assert stored["review"]["text"] == text and stored["review"]["gold"] == "negative"
+    assert stored["review"]["source"] == "user"
+    for model in ("bert", "nbsvm"):
+        assert stored["review"]["predictions"][model]["p_positive"] == pytest.approx(
+            body["predictions"][model]["p_positive"]
+        )
+    for mine, theirs in zip(stored["review"]["sentences"], body["sentences"], strict=True):
+        assert (mine["start"], mine["end"], mine["text"]) == (theirs["start"], theirs["end"], theirs["text"])
+        assert mine["weights"] == pytest.approx(theirs["weights"])
+
+    # the title's statistics and page
+    after = client.get(f"/api/movies/{TITLE}", params={"per_page": 100}).json()
+    assert after["summary"]["reviews"] == before["reviews"] + 1
+    bert = after["summary"]["models"]["bert"]
+    assert bert["labeled"] == before["models"]["bert"]["labeled"] + 1
+    assert review_id in [r["id"] for r in after["reviews"]]
+    html = client.get(f"/movies/{TITLE}", params={"analyze": 1}).text
+    assert "Dreadful &lt;b&gt;plot&lt;/b&gt; &amp; wooden acting." in html
+    assert f"/reviews/{review_id}" in html
+    page = client.get(f"/reviews/{review_id}", params={"analyze": 1})
+    assert page.status_code == 200 and "I walked out after an hour." in page.text
+
+
+def test_the_analyze_page_uses_the_same_analyzer(client):
+    response = client.post("/analyze.json", json={"text": REVIEW})
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert set(result["predictions"]) == {"bert", "nbsvm"}
+    assert [s["text"] for s in result["sentences"]][0] == "I expected a dull remake."
+    html = client.post("/analyze", data={"text": REVIEW})
+    assert html.status_code == 200 and "I expected a dull remake." in html.text
+
+
+# --- GET endpoints --------------------------------------------------------------------------
+
+
+def test_movies_sorted_and_paginated_as_on_the_dashboard(client):
+    dashboard = client.get("/index.json", params={"analyze": 1, "accuracy": 1, "sort": "title"}).json()
+    expected = [card["title_id"] for card in dashboard["titles"]]
+    first = client.get("/api/movies", params={"sort": "title", "per_page": 2}).json()
+    second = client.get("/api/movies", params={"sort": "title", "per_page": 2, "page": 2}).json()
+    assert first["pagination"] == {"page": 1, "per_page": 2, "total": len(expected), "pages": (len(expected) + 1) // 2}
+    assert [c["title_id"] for c in first["titles"] + second["titles"]] == expected[:4]
+    assert first["summary"]["reviews"] == dashboard["summary"]["reviews"]
+    card = first["titles"][0]
+    assert {"title", "reviews", "models"} <= set(card) and {"bert", "nbsvm"} == set(card["models"])
+    beyond = client.get("/api/movies", params={"page": 99}).json()
+    assert beyond["titles"] == [] and beyond["pagination"]["total"] == len(expected)
+    negative = client.get("/api/movies", params={"sort": "negative"}).json()["titles"]
+    shares = [c["models"]["bert"]["positive_share"] for c in negative]
+    assert shares == sorted(shares)
+
+
+def test_movie_detail_with_paginated_reviews(client):
+    full = client.get(f"/api/movies/{OTHER_TITLE}", params={"per_page": 100}).json()
+    assert full["movie"]["title"] == "Rocket Summer"
+    assert {"bert", "nbsvm"} == set(full["summary"]["models"])
+    total = full["pagination"]["total"]
+    assert total == full["summary"]["reviews"] == len(full["reviews"])
+    pages = [client.get(f"/api/movies/{OTHER_TITLE}", params={"per_page": 1, "page": n}).json() for n in (1, 2)]
+    assert [p["reviews"][0]["id"] for p in pages] == [r["id"] for r in full["reviews"][:2]]
+    review = full["reviews"][0]
+    assert review["sentences"] and set(review["predictions"]) == {"bert", "nbsvm"}
+
+
+def test_review_detail(client):
+    review = client.get(f"/api/movies/{TITLE}").json()["reviews"][0]
+    detail = client.get(f"/api/reviews/{review['id']}").json()
+    assert detail["review"]["text"] == review["text"]
+    assert detail["review"]["gold"] in ("positive", "negative")
+    assert detail["movie"]["title_id"] == TITLE and detail["url"] == f"/reviews/{review['id']}"
+    sentence = detail["review"]["sentences"][0]
+    assert detail["review"]["text"][sentence["start"] : sentence["end"]] == sentence["text"]
+    assert set(sentence["weights"]) == {"bert", "nbsvm"}
+    assert detail["words"] and {e["model"] for e in detail["explanations"]} == {"bert", "nbsvm"}
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "field"),
+    [
+        ("/api/movies/tt9999999", 404, "title_id"),
+        (f"/api/movies/{TRAINING_ONLY_TITLE}", 404, "title_id"),
+        ("/api/reviews/999999", 404, "review_id"),
+        ("/api/reviews/0", 422, "review_id"),
+        ("/api/reviews/abc", 422, "review_id"),
+        (f"/api/reviews/{10**30}", 422, "review_id"),
+        ("/api/movies?sort=bogus", 422, "sort"),
+        ("/api/movies?page=0", 422, "page"),
+        ("/api/movies?per_page=1000", 422, "per_page"),
+        ("/api/movies?per_page=two", 422, "per_page"),
+        ("/api/nothing-here", 404, None),
+    ],
+)
+def test_unknown_ids_and_bad_parameters(client, path, status, field):
+    response = client.get(path)
+    assert response.status_code == status, response.text
+    assert error_fields(response) == [field]
+
+
+def test_a_training_review_is_not_in_the_catalogue(client, api_data_dir):
+    [(hidden,)] = query(db_path(api_data_dir), "SELECT id FROM reviews WHERE split = 'train' LIMIT 1")
+    response = client.get(f"/api/reviews/{hidden}")
+    assert response.status_code == 404 and error_fields(response) == ["review_id"]
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+LONG = "x" * 20_001
+BAD_BODIES = [
+    # (path, body, status, field, limit)
+    ("/api/predict", {"texts": [""]}, 422, "texts[0]", 1),
+    ("/api/predict", {"texts": ["fine", " \n\t "]}, 422, "texts[1]", 1),
+    ("/api/predict", {"texts": ["fine", LONG]}, 422, "texts[1]", 20_000),
+    ("/api/predict", {"texts": ["a"] * 65}, 422, "texts", 64),
+    ("/api/predict", {"texts": []}, 422, "texts", 1),
+    ("/api/predict", {"texts": "one text"}, 422, "texts", None),
+    ("/api/predict", {"texts": ["fine", 5]}, 422, "texts[1]", None),
+    ("/api/predict", {"texts": ["fine"], "explain": "yes"}, 422, "explain", None),
+    ("/api/predict", {"texts": ["fine"], "explian": True}, 422, "explian", None),
+    ("/api/predict", {}, 422, "texts", None),
+    ("/api/predict", ["fine"], 422, "body", None),
+    ("/api/reviews", {"text": ""}, 422, "text", 1),
+    ("/api/reviews", {"text": "   "}, 422, "text", 1),
+    ("/api/reviews", {"text": LONG}, 422, "text", 20_000),
+    ("/api/reviews", {"text": 42}, 422, "text", None),
+    ("/api/reviews", {"text": "fine", "label": "meh"}, 422, "label", None),
+    ("/api/reviews", {"text": "fine", "title_id": "tt9999999"}, 422, "title_id", None),
+    ("/api/reviews", {"text": "fine", "title_id": TRAINING_ONLY_TITLE}, 422, "title_id", None),
+    ("/api/reviews", {"text": "fine", "title_id": "t" * 65}, 422, "title_id", 64),
+    ("/api/reviews", {"text": "fine", "title_id": 7}, 422, "title_id", None),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "status", "field", "limit"), BAD_BODIES)
+def test_bad_input_gets_a_4xx_naming_the_field_and_limit(client, api_data_dir, path, body, status, field, limit):
+    before = query(db_path(api_data_dir), "SELECT COUNT(*) FROM reviews")
+    response = client.post(path, json=body)
+    assert response.status_code == status, response.text
+    assert field in error_fields(response)
+    item = next(i for i in response.json()["detail"] if i["field"] == field)
+    if limit is not None:
+        assert item["limit"] == limit
+        assert f"{limit:,}" in item["message"] or str(limit) in item["message"]
+    assert query(db_path(api_data_dir), "SELECT COUNT(*) FROM reviews") == before
+
+
+@pytest.mark.parametrize(
+    ("content", "headers", "status", "field"),
+    [
+        (b'{"texts": ["fine"', {"Content-Type": "application/json"}, 422, "body"),
+        (b"", {"Content-Type": "application/json"}, 422, "body"),
+        (b'{"texts": ["\\ud800"]}', {"Content-Type": "application/json"}, 422, "texts[0]"),
+        (b'{"texts": ["caf\xe9"]}', {"Content-Type": "application/json"}, 400, "body"),
+        (b'{"texts": ["fine"]}', {"Content-Type": "text/plain"}, 415, "Content-Type"),
+        (b"texts=fine", {"Content-Type": "application/x-www-form-urlencoded"}, 415, "Content-Type"),
+        (b'{"texts": ["fine"]}', {}, 415, "Content-Type"),
+        (b'{"texts": ["fine"]}', {"Content-Type": "application/json", "Content-Length": "abc"}, 400, "Content-Length"),
+    ],
+    ids=["truncated-json", "empty-body", "lone-surrogate", "latin-1", "text-plain", "form", "no-content-type", "bad-length"],
+)
+def test_malformed_requests(fake_app, content, headers, status, field):
+    with TestClient(fake_app) as test_client:
+        response = test_client.post("/api/predict", content=content, headers=headers)
+    assert response.status_code == status, response.text
+    assert error_fields(response) == [field]
+
+
+def test_body_over_the_size_limit(client):
+    limit = Settings().max_body_bytes
+    big = json.dumps({"texts": ["word " * 1000] * (limit // 5000 + 10)}).encode()
+    assert len(big) > limit
+    response = client.post("/api/predict", content=big, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413 and error_fields(response) == ["body"]
+    assert response.json()["detail"][0]["limit"] == limit
+
+    def chunks():  # no Content-Length: the limit holds on the streamed body too
+        for start in range(0, len(big), 65536):
+            yield big[start : start + 65536]
+
+    response = client.post("/api/predict", content=chunks(), headers={"Content-Type": "application/json"})
+    assert response.status_code == 413 and error_fields(response) == ["body"]
+
+
+def test_limits_come_from_the_settings(plain_dir):
+    settings = api_settings(plain_dir, max_text_chars=10, max_texts=2, max_body_bytes=2048)
+    app = create_app(settings)
+    app.state.analyzer = FakeAnalyzer()
+    with TestClient(app) as test_client:
+        assert test_client.post("/api/predict", json={"texts": ["0123456789"]}).status_code == 200
+        response = test_client.post("/api/predict", json={"texts": ["0123456789X"]})
+        assert response.status_code == 422 and response.json()["detail"][0]["limit"] == 10
+        response = test_client.post("/api/predict", json={"texts": ["a", "b", "c"]})
+        assert response.status_code == 422 and response.json()["detail"][0]["limit"] == 2
+        response = test_client.post("/api/reviews", json={"text": "y" * 3000})
+        assert response.status_code == 413 and response.json()["detail"][0]["limit"] == 2048
+        schema = test_client.get("/openapi.json").json()["components"]["schemas"]
+        assert schema["PredictRequest"]["properties"]["texts"]["maxItems"] == 2
+        assert schema["ReviewRequest"]["properties"]["text"]["maxLength"] == 10
+
+
+# --- auth -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def token_client(plain_dir):
+    app = create_app(api_settings(plain_dir, api_token="s3cret-token"))
+    app.state.analyzer = FakeAnalyzer()
+    with TestClient(app) as test_client:
+        yield test_client, app.state.analyzer
+
+
+def test_a_token_is_needed_on_every_post(token_client):
+    test_client, analyzer = token_client
+    body = {"texts": ["A great film."]}
+    for path, payload in (("/api/predict", body), ("/api/reviews", {"text": "A great film."})):
+        response = test_client.post(path, json=payload)
+        assert response.status_code == 401 and error_fields(response) == ["Authorization"]
+        assert response.headers["www-authenticate"] == "Bearer"
+        response = test_client.post(path, json=payload, headers={"Authorization": "Basic czNjcmV0"})
+        assert response.status_code == 401
+        response = test_client.post(path, json=payload, headers={"Authorization": "Bearer s3cret-tokeN"})
+        assert response.status_code == 403 and error_fields(response) == ["Authorization"]
+        response = test_client.post(path, json=payload, headers={"Authorization": "Bearer s3cret-token-and-more"})
+        assert response.status_code == 403
+    # the token is checked before the body is even read
+    response = test_client.post("/api/predict", content=b"{not json", headers={"Authorization": "Bearer nope"})
+    assert response.status_code == 403
+    assert analyzer.calls == []
+    response = test_client.post("/api/predict", json=body, headers={"Authorization": "Bearer s3cret-token"})
+    assert response.status_code == 200 and len(response.json()["results"]) == 1
+    response = test_client.post("/api/predict", json=body, headers={"authorization": "bearer s3cret-token"})
+    assert response.status_code == 200
+    # reading needs no token
+    assert test_client.get("/api/movies").status_code == 200
+    assert test_client.get("/api/health").status_code == 200
+
+
+def test_token_check_is_constant_time(monkeypatch, plain_dir):
+    import hmac
+
+    from app.api import guard
+
+    seen, original = [], hmac.compare_digest
+    monkeypatch.setattr(guard.hmac, "compare_digest", lambda a, b: seen.append((a, b)) or original(a, b))
+    app = create_app(api_settings(plain_dir, api_token="s3cret-token"))
+    app.state.analyzer = FakeAnalyzer()
+    with TestClient(app) as test_client:
+        test_client.post("/api/predict", json={"texts": ["x"]}, headers={"Authorization": "Bearer guess"})
+    assert seen == [(b"guess", b"s3cret-token")]
+
+
+# --- models missing -------------------------------------------------------------------------
+
+
+def test_missing_models_give_503_and_the_pages_still_serve(tmp_path):
+    url = build_web_database(tmp_path / "textflix.db")
+    app = create_app(Settings(data_dir=tmp_path, database_url=url, api_token=None))
+    with TestClient(app) as test_client:
+        for path, body in (("/api/predict", {"texts": ["A fine film."]}), ("/api/reviews", {"text": "A fine film."})):
+            response = test_client.post(path, json=body)
+            assert response.status_code == 503
+            assert "textflix build" in response.json()["detail"][0]["message"]
+        health = test_client.get("/api/health").json()
+        assert health["status"] == "degraded" and health["models"] == {"nbsvm": False, "bert": False}
+        assert "textflix build" in health["models_problem"] and health["database"] == "ok"
+        assert test_client.get("/").status_code == 200
+        assert test_client.get("/movies/tt0100001?analyze=1").status_code == 200
+        assert test_client.get("/api/movies").status_code == 200
+        assert test_client.post("/analyze", data={"text": "A fine film."}).status_code == 503
+
+
+def test_missing_database_gives_503_on_reads(tmp_path):
+    app = create_app(Settings(data_dir=tmp_path, api_token=None))
+    with TestClient(app) as test_client:
+        response = test_client.get("/api/movies")
+        assert response.status_code == 503 and "textflix build" in response.json()["detail"][0]["message"]
+        assert test_client.get("/api/reviews/1").status_code == 503
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")  # there, but no tables
+    app = create_app(Settings(data_dir=tmp_path, database_url=f"sqlite:///{empty}", api_token=None))
+    with TestClient(app) as test_client:
+        response = test_client.get("/api/movies")
+        assert response.status_code == 503 and error_fields(response) == [None]
+        assert "cannot be read" in response.json()["detail"][0]["message"]
+        assert test_client.get("/api/health").json()["database"] == "unavailable"
+
+
+# --- batching and concurrency ---------------------------------------------------------------
+
+
+def test_micro_batcher_merges_concurrent_calls_and_never_blocks_the_loop():
+    def run(window_s: float) -> tuple[list[int], list[np.ndarray], int]:
+        sizes = []
+
+        def model(texts):
+            time.sleep(0.05)  # a slow model, in the worker thread
+            sizes.append(len(texts))
+            return np.array([[1 - len(t) / 100, len(t) / 100] for t in texts])
+
+        batcher = MicroBatcher("fake", model, window_s, max_texts=1000)
+
+        async def main():
+            ticks = 0
+
+            async def heartbeat():
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.005)
+                    ticks += 1
+
+            beat = asyncio.create_task(heartbeat())
+            results = await asyncio.gather(*(batcher(["x" * i, "same"]) for i in range(1, 17)))
+            beat.cancel()
+            await batcher.stop()
+            return results, ticks
+
+        results, ticks = asyncio.run(main())
+        return sizes, results, ticks
+
+    sizes, results, ticks = run(0.01)
+    assert sum(sizes) < 16 * 2 and len(sizes) <= 2  # merged and deduplicated ("same")
+    for i, probs in enumerate(results, start=1):
+        assert probs[:, 1].tolist() == pytest.approx([i / 100, 0.04])
+    assert ticks >= 10  # the event loop kept running while the model worked
+    sizes, results, _ = run(0.0)  # batching off: one model call per request
+    assert sizes == [2] * 16
+
+
+def test_a_failing_text_fails_only_its_own_request_and_stop_releases_waiters():
+    def model(texts):
+        if any("boom" in t for t in texts):
+            raise ValueError("boom")
+        return np.array([[0.5, 0.5]] * len(texts))
+
+    async def main():
+        batcher = MicroBatcher("fake", model, 0.01, max_texts=1000)
+        results = await asyncio.gather(
+            batcher(["fine"]), batcher(["boom"]), batcher(["also fine", "fine"]), return_exceptions=True
+        )
+        await batcher.stop()
+
+        slow = MicroBatcher("slow", lambda texts: time.sleep(0.3) or np.zeros((len(texts), 2)), 0.0, 1000)
+        waiting = [asyncio.ensure_future(slow([f"text {i}"])) for i in range(3)]
+        await asyncio.sleep(0.1)
+        await slow.stop()
+        stopped = await asyncio.gather(*waiting, return_exceptions=True)
+        return results, stopped
+
+    results, stopped = asyncio.run(main())
+    assert isinstance(results[1], ValueError)
+    assert results[0].shape == (1, 2) and results[2].shape == (2, 2)
+    assert all(isinstance(r, RuntimeError) and "stopping" in str(r) for r in stopped)
+
+
+def test_200_concurrent_posts_store_200_reviews(api_url, api_app, api_data_dir):
+    db = db_path(api_data_dir)
+    [(before,)] = query(db, "SELECT COUNT(*) FROM reviews WHERE title_id = ?", CROWD_TITLE)
+    calls_before = api_app.state.analyzer.batchers["bert"].calls
+
+    async def main():
+        limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+        async with httpx.AsyncClient(base_url=api_url, timeout=300, limits=limits) as http:
+            posts = [
+                http.post(
+                    "/api/reviews",
+                    json={
+                        "text": f"Review {i}: the plot was {'great' if i % 2 else 'awful'}. I {'loved' if i % 2 else 'hated'} it.",
+                        "title_id": CROWD_TITLE,
+                        "label": "positive" if i % 2 else "negative",
+                    },
+                )
+                for i in range(200)
+            ]
+            return await asyncio.gather(*posts)
+
+    responses = asyncio.run(main())
+    assert [r.status_code for r in responses] == [201] * 200, {r.status_code: r.text for r in responses}
+    ids = [r.json()["id"] for r in responses]
+    assert len(set(ids)) == 200
+    [(after,)] = query(db, "SELECT COUNT(*) FROM reviews WHERE title_id = ?", CROWD_TITLE)
+    assert after == before + 200
+    [(explained,)] = query(
+        db, f"SELECT COUNT(DISTINCT review_id) FROM explanations WHERE review_id IN ({','.join(map(str, ids))})"
+    )
+    assert explained == 200
+    # each review needs two BERT calls (its text, then LIME's samples): 400 unbatched, far fewer batched
+    assert api_app.state.analyzer.batchers["bert"].calls - calls_before < 200
+    assert client_count_on_page(api_url, CROWD_TITLE) == after
+
+
+def client_count_on_page(api_url: str, title_id: str) -> int:
+    return httpx.get(f"{api_url}/api/movies/{title_id}", timeout=60).json()["summary"]["reviews"]
+
+
+def test_a_stored_review_survives_a_crash_right_after_the_201(api_data_dir, tmp_path):
+    url = build_web_database(tmp_path / "crash.db")
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TEXTFLIX_LIME_SAMPLES": "8"}
+    env.pop("TEXTFLIX_API_TOKEN", None)
+    command = [
+        sys.executable, "-m", "app.cli", "serve", "--data-dir", str(api_data_dir), "--database", url,
+        "--port", str(port), "--device", "cpu",
+    ]  # fmt: skip
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, server.stderr.read().decode()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).json()["models"]["bert"]:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.2)
+        text = "Saved before the answer. Then the server died."
+        response = httpx.post(f"http://127.0.0.1:{port}/api/reviews", json={"text": text, "title_id": TITLE}, timeout=60)
+        server.send_signal(signal.SIGKILL)  # as abrupt as a power cut, right after the 201
+        server.wait(10)
+    finally:
+        server.kill()
+        server.wait()
+    assert response.status_code == 201
+    review_id = response.json()["id"]
+    stored = query(tmp_path / "crash.db", "SELECT text, source FROM reviews WHERE id = ?", review_id)
+    assert stored == [(text, "user")]
+    assert query(tmp_path / "crash.db", "SELECT COUNT(*) FROM explanations WHERE review_id = ?", review_id) == [(2,)]
+
+
+# --- the OpenAPI schema, property-based -----------------------------------------------------
+
+FUZZ_EXAMPLES = 25  # per operation and mode (schema-conforming, then schema-violating data)
+
+
+def test_openapi_schema_fuzzing_finds_no_server_error(api_url):
+    """Schemathesis generates requests from /openapi.json, valid and invalid; none may get a 5xx
+    or an answer that does not match the documented schema."""
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis.errors import Unsatisfiable
+    from schemathesis import GenerationMode
+    from schemathesis.checks import not_a_server_error
+    from schemathesis.specs.openapi.checks import response_schema_conformance
+
+    schema = schemathesis.openapi.from_url(f"{api_url}/openapi.json")
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert {op.label for op in operations} >= {
+        "GET /api/movies", "GET /api/movies/{title_id}", "GET /api/reviews/{review_id}",
+        "POST /api/reviews", "POST /api/predict", "GET /api/health",
+    }  # fmt: skip
+    calls = 0
+    for operation in operations:
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+
+            @given(case=operation.as_strategy(generation_mode=mode))
+            @settings(
+                max_examples=FUZZ_EXAMPLES,
+                deadline=None,
+                derandomize=True,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            )
+            def check(case):
+                nonlocal calls
+                calls += 1
+                case.call_and_validate(checks=[not_a_server_error, response_schema_conformance], timeout=120)
+
+            try:
+                check()
+            except Unsatisfiable:  # nothing can violate an operation without inputs (GET /api/health)
+                assert mode == GenerationMode.NEGATIVE, operation.label
+    assert calls >= len(operations) * 2
