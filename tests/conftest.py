@@ -17,6 +17,19 @@ SHARED_MOVIES = SHARED_DATA / "movies.tsv"
 MEMBER = re.compile(r"^aclImdb/(train|test)/(pos|neg)/(\d+)_\d+\.txt$")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_settings(tmp_path_factory):
+    """Tests never see the developer's TEXTFLIX_* variables nor the repository's data/ folder."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("TEXTFLIX_")}
+    for name in saved:
+        if name != "TEXTFLIX_TEST_POSTGRES_URL":
+            del os.environ[name]
+    os.environ["TEXTFLIX_DATA_DIR"] = str(tmp_path_factory.mktemp("textflix-data"))
+    yield
+    del os.environ["TEXTFLIX_DATA_DIR"]
+    os.environ.update(saved)
+
+
 def write_archive(path: Path, files: dict[str, str]) -> Path:
     """Write ``files`` (archive member name → text) as a gzipped tarball."""
     with tarfile.open(path, "w:gz") as archive:
