@@ -38,10 +38,6 @@ ProbaFn = Callable[[list[str]], np.ndarray]
 LIME_WAIT_S = 600.0  # a LIME thread gives up on a model call after this long (server stopping)
 
 
-class ModelsUnavailable(Exception):
-    """The trained models cannot be loaded; the message says why and what to do."""
-
-
 def label_of(p_positive: float) -> str:
     return "positive" if p_positive >= 0.5 else "negative"
 
@@ -191,32 +187,19 @@ class Analyzer:
 
     @classmethod
     def load(cls, settings: Settings) -> "Analyzer":
-        """Load both trained models from ``settings.models_dir``; ``ModelsUnavailable`` if they are not there."""
-        from model.bert import BertClassifier, resolve_device
-        from model.nbsvm import load_nbsvm
+        """Load both trained models from ``settings.models_dir``; ``ModelUnavailable`` if one is not there."""
+        from model.bert import resolve_device
+        from model.trained import load_trained
 
         started = time.perf_counter()
         directory = settings.models_dir
-        try:
-            nbsvm = load_nbsvm(directory / "nbsvm")
-        except FileNotFoundError:
-            raise ModelsUnavailable(
-                f"No trained NB-SVM model in {directory / 'nbsvm'}: run `textflix build` to train it."
-            ) from None
-        except Exception as error:
-            raise ModelsUnavailable(f"The NB-SVM model in {directory / 'nbsvm'} cannot be read: {error}") from error
-        try:
-            device = resolve_device(settings.device)
-            bert = BertClassifier.load(directory / "bert", device)
-        except FileNotFoundError:
-            raise ModelsUnavailable(
-                f"No trained BERT model in {directory / 'bert'}: run `textflix build` to fine-tune it."
-            ) from None
-        except Exception as error:
-            raise ModelsUnavailable(f"The BERT model in {directory / 'bert'} cannot be loaded: {error}") from error
-        bert.model.eval()
-        max_tokens = settings.inference_max_tokens or (65536 if device.type == "cuda" else 2048)
-        models = {"nbsvm": nbsvm.predict_proba, "bert": partial(bert.predict_proba, max_tokens=max_tokens)}
+        device = resolve_device(settings.device)
+        nbsvm = load_trained("nbsvm", directory, device)
+        bert = load_trained("bert", directory, device)
+        models = {
+            "nbsvm": nbsvm.predict_proba,
+            "bert": partial(bert.predict_proba, max_tokens=settings.inference_max_tokens),
+        }
         for predict in models.values():  # warm up (CUDA context, kernels, caches) before the first request
             predict(["A warm-up sentence. It was fine."])
         name = str(device)

@@ -9,7 +9,8 @@ from sqlalchemy import event
 from starlette.concurrency import run_in_threadpool
 
 from app import api, pages
-from app.analysis import Analyzer, ModelsUnavailable
+from app.analysis import Analyzer
+from model.trained import ModelUnavailable
 from app.db import make_engine, sqlite_path
 from app.settings import Settings
 
@@ -43,7 +44,7 @@ async def lifespan(app: FastAPI):
         if state.loaded_analyzer is None and state.models_problem is None:
             try:
                 state.loaded_analyzer = await run_in_threadpool(Analyzer.load, state.settings)
-            except ModelsUnavailable as error:
+            except ModelUnavailable as error:
                 state.models_problem = str(error)
                 log.error("The API cannot analyse reviews: %s The pages still serve the database.", error)
         if state.loaded_analyzer is not None:

@@ -38,10 +38,11 @@ from app.db import (
 )
 from app.settings import Settings
 from model import data, explain
-from model.bert import BertClassifier, TrainConfig, fine_tune, resolve_device
+from model.bert import TrainConfig, fine_tune, resolve_device
 from model.metrics import classification_report
-from model.nbsvm import load_nbsvm, save_nbsvm, train_nbsvm
+from model.nbsvm import save_nbsvm, train_nbsvm
 from model.sentences import split_sentences
+from model.trained import ModelUnavailable, load_trained
 
 log = logging.getLogger("textflix")
 MODEL_STEPS = ("nbsvm", "bert")
@@ -233,18 +234,11 @@ class Pipeline:
     def model(self, name: str):
         """The trained model ``name`` with a ``predict_proba(texts)`` method, loaded once."""
         if name not in self._models:
-            directory = self._model_dir(name)
             device = resolve_device(self.settings.device)
             try:
-                if name == "bert":
-                    self._models[name] = BertClassifier.load(directory, device)
-                else:
-                    self._models[name] = load_nbsvm(directory)
-            except Exception as error:
-                raise BuildError(
-                    f"{directory}: the trained {name} model cannot be loaded ({error}); "
-                    "delete that folder and rerun to train it again."
-                ) from error
+                self._models[name] = load_trained(name, self.settings.models_dir, device)
+            except ModelUnavailable as error:
+                raise BuildError(str(error)) from error
         return self._models[name]
 
     def step_predict(self, chunk: int = 256) -> None:

@@ -175,5 +175,5 @@ def test_a_corrupt_model_is_named_with_what_to_do(tmp_path):
     model_dir = tmp_path / "models" / "nbsvm"
     model_dir.mkdir(parents=True)
     (model_dir / "model.joblib").write_bytes(b"not a model")
-    with pytest.raises(BuildError, match=r"nbsvm: the trained nbsvm model cannot be loaded .*delete that folder"):
+    with pytest.raises(BuildError, match=r"The NB-SVM model in .*nbsvm cannot be loaded .*delete that folder"):
         Pipeline(Settings(data_dir=tmp_path)).model("nbsvm")
