@@ -84,7 +84,7 @@ class Settings(BaseSettings):
     )  # fmt: skip
     batch_max_texts: int = Field(512, ge=1, description="Most texts one batched model call collects.")
     inference_max_tokens: int | None = Field(
-        None, ge=64, description="Padded tokens per BERT forward pass; default 1024 on CPU, 65536 on CUDA."
+        None, ge=64, description="Padded tokens per BERT forward pass; default 2048 on CPU, 65536 on CUDA."
     )
     explain_workers: int = Field(16, ge=1, description="Threads running LIME for live explanations.")
 

@@ -216,7 +216,7 @@ class BertClassifier:
         padded tokens, so short texts do not pay for long ones. The default is small
         on CPU, where small batches ran fastest (scripts/bench_lime.py), and large on CUDA.
         """
-        max_tokens = max_tokens or (65536 if self.device.type == "cuda" else 1024)
+        max_tokens = max_tokens or (65536 if self.device.type == "cuda" else 2048)
         ids = self.encoder.ids(list(texts))
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         probs = np.empty((len(ids), 2), dtype=np.float32)

@@ -3,7 +3,11 @@
 import io
 import os
 import re
+import socket
 import tarfile
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -67,3 +71,26 @@ def real_subset_archive(tmp_path_factory) -> Path:
             if member.isfile() and keep:
                 files[member.name] = archive.extractfile(member).read().decode("utf-8")
     return write_archive(tmp_path_factory.mktemp("imdb") / "aclImdb_v1.tar.gz", files)
+
+
+@contextmanager
+def serve_in_thread(app, start_timeout: float = 120):
+    """Serve ``app`` with uvicorn on a free localhost port in a thread; yields its base URL."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            pytest.fail("the test server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(20)
+        sock.close()

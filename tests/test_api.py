@@ -14,25 +14,20 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from app.analysis import Analyzer, MicroBatcher
 from app.main import create_app
 from app.settings import Settings, packaged_minilm
-from tests.conftest import ROOT
+from tests.conftest import ROOT, serve_in_thread
 
-try:
-    from web_fixtures import FakeAnalyzer, build_web_database
-except ImportError:  # tests/ is a package
-    from tests.web_fixtures import FakeAnalyzer, build_web_database
+from tests.web_fixtures import FakeAnalyzer, build_web_database
 
 TITLE = "tt0100001"  # catalogue titles of the fixture database
 OTHER_TITLE = "tt0100002"
@@ -110,19 +105,8 @@ def api_app(api_data_dir):
 @pytest.fixture(scope="session")
 def api_url(api_app):
     """The API app served by uvicorn on a free localhost port, in a thread (models load at start-up)."""
-    sock = free_socket()
-    server = uvicorn.Server(uvicorn.Config(api_app, log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            pytest.fail("the API test server did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(20)
-    sock.close()
+    with serve_in_thread(api_app) as url:
+        yield url
 
 
 @pytest.fixture

@@ -6,21 +6,15 @@ with Analyze off and on, at desktop and phone width, go to test-artifacts/screen
 """
 
 import os
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from app.main import create_app
 from app.settings import Settings
 
-try:
-    from web_fixtures import FakeAnalyzer, XSS_IMG, XSS_SCRIPT, labeled, web_database, web_facts, wrong  # noqa: F401
-except ImportError:  # tests/ is a package
-    from tests.web_fixtures import FakeAnalyzer, XSS_IMG, XSS_SCRIPT, labeled, web_database, web_facts, wrong  # noqa: F401
+from tests.conftest import serve_in_thread
+from tests.web_fixtures import FakeAnalyzer, XSS_IMG, XSS_SCRIPT, labeled, web_database, web_facts, wrong  # noqa: F401
 
 CHROMIUM = Path(os.environ.get("TEXTFLIX_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -49,20 +43,8 @@ def live_server(web_database):
     """The app on a free localhost port, in a thread, with a stand-in analyzer for /analyze."""
     app = create_app(Settings(database_url=web_database))
     app.state.analyzer = FakeAnalyzer()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            pytest.fail("the test server did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serve_in_thread(app) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -14,32 +14,18 @@ from app.main import create_app
 from app.render import highlight, word_highlight
 from app.settings import Settings
 
-try:
-    from web_fixtures import (  # noqa: F401
-        XSS_IMG,
-        XSS_SCRIPT,
-        AsyncFakeAnalyzer,
-        FakeAnalyzer,
-        labeled,
-        web_app,
-        web_client,
-        web_database,
-        web_facts,
-        wrong,
-    )
-except ImportError:  # tests/ is a package
-    from tests.web_fixtures import (  # noqa: F401
-        XSS_IMG,
-        XSS_SCRIPT,
-        AsyncFakeAnalyzer,
-        FakeAnalyzer,
-        labeled,
-        web_app,
-        web_client,
-        web_database,
-        web_facts,
-        wrong,
-    )
+from tests.web_fixtures import (  # noqa: F401
+    XSS_IMG,
+    XSS_SCRIPT,
+    AsyncFakeAnalyzer,
+    FakeAnalyzer,
+    labeled,
+    web_app,
+    web_client,
+    web_database,
+    web_facts,
+    wrong,
+)
 
 
 def get_json(client, path):

@@ -7,7 +7,7 @@ label and a review that tries to inject ``<script>`` and ``<img onerror>``; sent
 with character spans and LIME weights for both models, NB-SVM word weights, training
 and evaluation reviews the pages must not show, and a run record with metrics.
 
-Import the fixtures into a test module: ``from web_fixtures import web_client``.
+Import the fixtures into a test module: ``from tests.web_fixtures import web_client``.
 """
 
 from collections import Counter, defaultdict
