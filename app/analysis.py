@@ -29,17 +29,13 @@ from functools import partial
 
 import numpy as np
 
-from app.db import MODELS
+from app.db import MODELS, label_of
 from app.settings import Settings
 from model.sentences import Span, split_sentences
 
 log = logging.getLogger("textflix")
 ProbaFn = Callable[[list[str]], np.ndarray]
 LIME_WAIT_S = 600.0  # a LIME thread gives up on a model call after this long (server stopping)
-
-
-def label_of(p_positive: float) -> str:
-    return "positive" if p_positive >= 0.5 else "negative"
 
 
 def sentence_spans(text: str) -> list[Span]:
@@ -52,7 +48,7 @@ def sentence_spans(text: str) -> list[Span]:
     return [Span(start, end, text[start:end])]
 
 
-def _finite(value: float) -> float:
+def finite(value: float) -> float:
     return float(value) if math.isfinite(value) else 0.0
 
 
@@ -273,13 +269,13 @@ class Analyzer:
                 "text": span.text,
                 "start": span.start,
                 "end": span.end,
-                "weights": {name: _finite(by_model[name].weights[i]) for name in names},
+                "weights": {name: finite(by_model[name].weights[i]) for name in names},
             }
             for i, span in enumerate(spans)
         ]
         samples = self.settings.lime_samples
         explanations = {
-            name: {"samples": samples, "intercept": _finite(r.intercept), "score": _finite(r.score)}
+            name: {"samples": samples, "intercept": finite(r.intercept), "score": finite(r.score)}
             for name, r in by_model.items()
         }
         return {"sentences": sentences, "explanations": explanations}

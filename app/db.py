@@ -17,6 +17,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    select,
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, sessionmaker
@@ -28,6 +29,11 @@ MODELS = ("nbsvm", "bert")
 SPLITS = ("train", "catalogue", "eval")
 # The pipeline's steps in order; Run.steps records the finished ones.
 STEPS = ("data", "nbsvm", "bert", "predict", "explain", "evaluate", "curve")
+
+
+def label_of(p_positive: float) -> str:
+    """The predicted label for a probability of "positive"."""
+    return "positive" if p_positive >= 0.5 else "negative"
 
 
 def utcnow() -> datetime:
@@ -177,6 +183,11 @@ def sqlite_path(url: str) -> Path | None:
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         return Path(parsed.database)
     return None
+
+
+def latest_run(session) -> "Run | None":
+    """The newest pipeline run record, or None before the first build."""
+    return session.scalars(select(Run).order_by(Run.id.desc()).limit(1)).first()
 
 
 def display_url(url: str) -> str:

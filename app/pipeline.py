@@ -31,6 +31,8 @@ from app.db import (
     SentenceWeight,
     WordWeight,
     display_url,
+    label_of,
+    latest_run,
     make_engine,
     migrate,
     session_scope,
@@ -354,7 +356,7 @@ def prediction_rows(model: str, review_ids: list[int], p_positive) -> list[Predi
         Prediction(
             review_id=review_id,
             model=model,
-            label="positive" if p >= 0.5 else "negative",
+            label=label_of(p),
             p_positive=float(p),
         )
         for review_id, p in zip(review_ids, p_positive)
@@ -384,10 +386,6 @@ def store_explanation(
             intercept=result.intercept, score=result.score,
         )
     )  # fmt: skip
-
-
-def latest_run(session: Session) -> Run | None:
-    return session.scalars(select(Run).order_by(Run.id.desc()).limit(1)).first()
 
 
 def report(engine: Engine) -> dict:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session, aliased
 
-from app.db import MODELS, STEPS, Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight
+from app.db import MODELS, STEPS, Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight, latest_run
 from app.view import MAIN_MODEL, MODEL_NAMES, View
 
 CATALOGUE = "catalogue"
@@ -394,7 +394,7 @@ def about(session: Session) -> dict:
     """The latest pipeline run: configuration, metrics of both models, timings."""
     counts = dict(session.execute(select(Review.split, func.count()).group_by(Review.split)).all())
     page: dict = {"database_counts": counts, "run": None}
-    run = session.scalars(select(Run).order_by(Run.id.desc()).limit(1)).first()
+    run = latest_run(session)
     if run is None:
         return page
     metrics = run.metrics or {}

@@ -8,18 +8,14 @@ with one lock per database (SQLite allows one writer at a time; the busy timeout
 in ``app.main`` covers writers in other processes).
 """
 
-import math
 import threading
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from app.analysis import finite
 from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, session_scope
 from app.queries import CATALOGUE
-
-
-def _finite(value: float) -> float:
-    return float(value) if math.isfinite(value) else 0.0
 
 
 def catalogue_title_exists(engine: Engine, title_id: str) -> bool:
@@ -46,7 +42,7 @@ def store_user_review(
         word_count=len(text.split()),
     )
     review.predictions = [
-        Prediction(model=model, label=p["label"], p_positive=_finite(p["p_positive"]))
+        Prediction(model=model, label=p["label"], p_positive=finite(p["p_positive"]))
         for model, p in result["predictions"].items()
     ]
     review.sentences = [
@@ -55,7 +51,7 @@ def store_user_review(
             start=sentence["start"],
             end=sentence["end"],
             text=sentence["text"],
-            weights=[SentenceWeight(model=model, weight=_finite(w)) for model, w in sentence["weights"].items()],
+            weights=[SentenceWeight(model=model, weight=finite(w)) for model, w in sentence["weights"].items()],
         )
         for position, sentence in enumerate(result["sentences"])
     ]
@@ -64,8 +60,8 @@ def store_user_review(
             model=model,
             level="sentence",
             samples=info["samples"],
-            intercept=_finite(info["intercept"]),
-            score=_finite(info["score"]),
+            intercept=finite(info["intercept"]),
+            score=finite(info["score"]),
         )
         for model, info in result["explanations"].items()
     ]
