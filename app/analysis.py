@@ -1,6 +1,6 @@
 """Live analysis of new reviews: both models, micro-batched inference, sentence-level LIME.
 
-``Analyzer`` owns the trained models (loaded once, at start-up) and answers
+``ModelAnalyzer`` owns the trained models (loaded once, at start-up) and answers
 ``await analyzer.analyze(texts, explain)`` with, per text::
 
     {"predictions": {"nbsvm": {"label": "positive", "p_positive": 0.81}, "bert": {...}},
@@ -17,6 +17,9 @@ runs, the next requests queue up and go together in the following call, so throu
 grows with concurrency. LIME runs in a thread pool; its perturbed texts (one call per
 explanation, deduplicated) go through the same batchers, so the explanations of
 concurrent requests share model calls too.
+
+The pages and the API see it through the ``Analyzer`` protocol; when the models cannot
+be loaded, ``NoModels`` stands in and says why.
 """
 
 import asyncio
@@ -25,12 +28,12 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from typing import Protocol
 
 import numpy as np
 
-from app.db import MODELS, label_of
 from app.settings import Settings
+from model.names import MODELS, label_of
 from model.sentences import Span, split_sentences
 
 log = logging.getLogger("textflix")
@@ -166,13 +169,71 @@ class MicroBatcher:
             self._executor = None
 
 
-class Analyzer:
+class Analyzer(Protocol):
+    """What the pages and the API analyse reviews with."""
+
+    problem: str | None  # why it cannot analyse (the models are not loaded), or None
+
+    async def analyze(self, texts: list[str], explain: bool) -> list[dict]: ...
+
+    def info(self) -> dict: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class NoModels:
+    """The analyzer when the models cannot be loaded: the pages and the API say why."""
+
+    def __init__(self, problem: str):
+        self.problem = problem
+
+    async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
+        raise RuntimeError(self.problem)  # callers check ``problem`` first
+
+    def info(self) -> dict:
+        return {}
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+
+def load_analyzer(settings: Settings) -> Analyzer:
+    """The models of ``settings.models_dir`` behind a ``ModelAnalyzer``, or ``NoModels`` saying why not."""
+    from model.bert import resolve_device
+    from model.trained import ModelUnavailable, load_trained
+
+    started = time.perf_counter()
+    try:
+        device = resolve_device(settings.device)
+        models = {
+            name: load_trained(name, settings.models_dir, device, settings.inference_max_tokens).predict_proba
+            for name in MODELS
+        }
+    except ModelUnavailable as error:
+        log.error("The API cannot analyse reviews: %s The pages still serve the database.", error)
+        return NoModels(str(error))
+    for predict in models.values():  # warm up (CUDA context, kernels, caches) before the first request
+        predict(["A warm-up sentence. It was fine."])
+    name = str(device)
+    if device.type == "cuda":
+        import torch
+
+        name = f"{device} ({torch.cuda.get_device_name(device)})"
+    log.info("Models loaded from %s on %s in %.1f s.", settings.models_dir, name, time.perf_counter() - started)
+    return ModelAnalyzer(models, settings, name)
+
+
+class ModelAnalyzer:
     """The loaded models, their micro-batchers and LIME, for the API and the /analyze page."""
 
+    problem: str | None = None
+
     def __init__(self, models: dict[str, ProbaFn], settings: Settings, device: str = "cpu"):
-        missing = [name for name in MODELS if name not in models]
-        if missing:
-            raise ValueError(f"Analyzer needs every model; missing {missing}")
         self.settings = settings
         self.device = device
         window = settings.batch_window_ms / 1000.0
@@ -180,31 +241,6 @@ class Analyzer:
             name: MicroBatcher(name, models[name], window, settings.batch_max_texts) for name in MODELS
         }
         self._lime: ThreadPoolExecutor | None = None
-
-    @classmethod
-    def load(cls, settings: Settings) -> "Analyzer":
-        """Load both trained models from ``settings.models_dir``; ``ModelUnavailable`` if one is not there."""
-        from model.bert import resolve_device
-        from model.trained import load_trained
-
-        started = time.perf_counter()
-        directory = settings.models_dir
-        device = resolve_device(settings.device)
-        nbsvm = load_trained("nbsvm", directory, device)
-        bert = load_trained("bert", directory, device)
-        models = {
-            "nbsvm": nbsvm.predict_proba,
-            "bert": partial(bert.predict_proba, max_tokens=settings.inference_max_tokens),
-        }
-        for predict in models.values():  # warm up (CUDA context, kernels, caches) before the first request
-            predict(["A warm-up sentence. It was fine."])
-        name = str(device)
-        if device.type == "cuda":
-            import torch
-
-            name = f"{device} ({torch.cuda.get_device_name(device)})"
-        log.info("Models loaded from %s on %s in %.1f s.", directory, name, time.perf_counter() - started)
-        return cls(models, settings, name)
 
     # -- lifecycle -------------------------------------------------------------
 

@@ -12,40 +12,41 @@ import sys
 from pydantic import ValidationError
 
 from app.db import display_url
-from app.settings import Settings
+from app.settings import ApiLimits, Compute, Server, Settings, Storage
+from model.config import ConfigGroup, LimeConfig, Sources
+from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, MODELS, TRAIN
 
 FLAG_NAMES = {"database_url": "--database"}
-BUILD_FIELDS = [
-    "imdb", "movies", "data_dir", "database_url", "base_model", "device", "train_size",
-    "titles", "max_words", "eval_size", "lime_samples", "word_lime_samples", "seed", "epochs",
-    "batch_size", "learning_rate", "max_length", "slanted_triangular", "discriminative_lr",
-    "gradual_unfreezing", "nbsvm_c", "learning_curve",
-]  # fmt: skip
-# The JSON API's settings; TEXTFLIX_API_TOKEN is deliberately no flag (it would show in `ps`).
-API_FIELDS = [
-    "lime_samples", "max_text_chars", "max_texts", "max_body_bytes", "batch_window_ms",
-    "batch_max_texts", "inference_max_tokens", "explain_workers",
-]  # fmt: skip
-SERVE_FIELDS = ["data_dir", "database_url", "device", "host", "port", *API_FIELDS]
-COMMANDS = {
-    "build": ("Run the offline pipeline (resumable) and print a summary.", BUILD_FIELDS),
-    "report": ("Print the latest run record.", ["data_dir", "database_url"]),
-    "serve": ("Start the web server on the database.", SERVE_FIELDS),
+# Each command takes the flags of these groups; "build" also takes every group that shapes the build.
+COMMANDS: dict[str, tuple[str, list[type[ConfigGroup]]]] = {
+    "build": ("Run the offline pipeline (resumable) and print a summary.", [Storage, Compute, Sources]),
+    "report": ("Print the latest run record.", [Storage]),
+    "serve": ("Start the web server on the database.", [Storage, Compute, Server, LimeConfig, ApiLimits]),
     "up": (
         "Build the database if it is missing or unfinished, then serve it.",
-        BUILD_FIELDS + ["host", "port"] + [f for f in API_FIELDS if f not in BUILD_FIELDS],
+        [Storage, Compute, Sources, Server, LimeConfig, ApiLimits],
     ),
 }
+BUILDING = {"build", "up"}
 log = logging.getLogger("textflix")
 
 
-def parser() -> argparse.ArgumentParser:
+def command_fields(command: str, settings_type: type[Settings]) -> list[str]:
+    """The settings fields that ``command`` takes as flags, in group order."""
+    groups = [settings_type.group_class(group) for group in COMMANDS[command][1]]
+    if command in BUILDING:
+        groups += settings_type.build_groups()
+    fields = dict.fromkeys(name for group in groups for name in group.model_fields)
+    return [name for name in fields if not (settings_type.model_fields[name].json_schema_extra or {}).get("env_only")]
+
+
+def parser(settings_type: type[Settings] = Settings) -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="textflix", description=__doc__.splitlines()[0])
     commands = top.add_subparsers(dest="command", required=True)
-    for name, (help_text, fields) in COMMANDS.items():
+    for name, (help_text, _) in COMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        for field in fields:
-            info = Settings.model_fields[field]
+        for field in command_fields(name, settings_type):
+            info = settings_type.model_fields[field]
             flag = FLAG_NAMES.get(field, "--" + field.replace("_", "-"))
             env = f"TEXTFLIX_{field.upper()}"
             kwargs = {"dest": field, "default": argparse.SUPPRESS, "help": f"{info.description} [{env}]"}
@@ -57,14 +58,14 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = vars(parser().parse_args(argv))
+def main(argv: list[str] | None = None, settings_type: type[Settings] = Settings) -> int:
+    args = vars(parser(settings_type).parse_args(argv))
     command = args.pop("command")
     as_json = args.pop("json", False)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        settings = Settings(**args)
+        settings = settings_type(**args)
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
         print(f"textflix: error: {problems}", file=sys.stderr)
@@ -87,9 +88,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def build(settings: Settings, _as_json: bool = False) -> int:
     from app.pipeline import Pipeline
+    from app.steps import STEPS
 
     quiet_transformers()
-    record = Pipeline(settings).run()
+    record = Pipeline(settings, STEPS).run()
     print(summary(record, settings))
     return 0
 
@@ -138,24 +140,24 @@ def summary(record: dict, settings: Settings) -> str:
     lines = [
         f"Textflix run {record['run_id']} ({record['status']}) in {display_url(settings.database)}",
         f"  base model {record['base_model']}, seed {record['seed']}",
-        f"  {counts.get('train', 0):,} training reviews · {counts.get('catalogue', 0):,} catalogue "
-        f"reviews of {counts.get('titles', 0)} titles · {counts.get('eval', 0):,} evaluation reviews",
+        f"  {counts.get(TRAIN, 0):,} training reviews · {counts.get(CATALOGUE, 0):,} catalogue "
+        f"reviews of {counts.get('titles', 0)} titles · {counts.get(EVAL, 0):,} evaluation reviews",
         "",
         f"  {'model':8} {'set':10} {'accuracy':>8} {'F1':>6} {'ECE':>6}",
     ]
     metrics = record["metrics"]
-    for model in ("nbsvm", "bert"):
+    for model in MODELS:
         for split, m in metrics.get(model, {}).items():
             lines.append(
                 f"  {model:8} {split:10} {m['accuracy']:8.3f} {m['f1']:6.3f} {m['ece']:6.3f}"
             )
     if curve := metrics.get("learning_curve"):
-        points = zip(curve["sizes"], curve["nbsvm"], curve["bert"])
-        lines += [
-            "",
-            "  learning curve, evaluation accuracy (training reviews: NB-SVM / BERT)",
-            "  " + " · ".join(f"{n}: {a:.3f} / {'–' if b is None else f'{b:.3f}'}" for n, a, b in points),
+        names = " / ".join(DISPLAY_NAMES[model] for model in MODELS)
+        points = [
+            f"{size}: " + " / ".join("–" if curve[model][i] is None else f"{curve[model][i]:.3f}" for model in MODELS)
+            for i, size in enumerate(curve["sizes"])
         ]
+        lines += ["", f"  learning curve, evaluation accuracy (training reviews: {names})", "  " + " · ".join(points)]
     timings = record["timings"]
     lines += [
         "",

@@ -22,18 +22,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, sessionmaker
 
-LABELS = ("negative", "positive")
-MODELS = ("nbsvm", "bert")
-# Review.split: the role a review plays. Reviews posted by users are shown
-# with the catalogue, so they take the "catalogue" split and source "user".
-SPLITS = ("train", "catalogue", "eval")
-# The pipeline's steps in order; Run.steps records the finished ones.
-STEPS = ("data", "nbsvm", "bert", "predict", "explain", "evaluate", "curve")
-
-
-def label_of(p_positive: float) -> str:
-    """The predicted label for a probability of "positive"."""
-    return "positive" if p_positive >= 0.5 else "negative"
+# SQLite: how long a writer waits for another process's write to finish (build and server alike).
+SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 def utcnow() -> datetime:
@@ -42,6 +32,12 @@ def utcnow() -> datetime:
 
 class Base(DeclarativeBase):
     pass
+
+
+class PerModel:
+    """A table with a row per model (a key of ``model.names.MODELS``) for each thing it describes."""
+
+    model: Mapped[str] = mapped_column(String(16), primary_key=True)
 
 
 class Movie(Base):
@@ -74,7 +70,7 @@ class Review(Base):
     text: Mapped[str] = mapped_column(Text)
     label: Mapped[str | None] = mapped_column(String(8))  # gold label, if known
     rating: Mapped[int | None] = mapped_column(Integer)  # 1-10 stars, IMDB reviews only
-    split: Mapped[str] = mapped_column(String(16))  # one of SPLITS
+    split: Mapped[str] = mapped_column(String(16))  # model.names: TRAIN, CATALOGUE or EVAL
     source: Mapped[str] = mapped_column(String(8), default="imdb")  # "imdb" or "user"
     source_key: Mapped[str | None] = mapped_column(String(64), unique=True)  # e.g. test/pos/12_8
     word_count: Mapped[int] = mapped_column(Integer)
@@ -95,11 +91,10 @@ class Review(Base):
     )
 
 
-class Prediction(Base):
+class Prediction(PerModel, Base):
     __tablename__ = "predictions"
 
     review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id"), primary_key=True)
-    model: Mapped[str] = mapped_column(String(16), primary_key=True)
     label: Mapped[str] = mapped_column(String(8))
     p_positive: Mapped[float] = mapped_column(Float)
 
@@ -123,39 +118,36 @@ class Sentence(Base):
     )
 
 
-class SentenceWeight(Base):
+class SentenceWeight(PerModel, Base):
     """LIME weight of one sentence for one model, signed toward "positive"."""
 
     __tablename__ = "sentence_weights"
 
     sentence_id: Mapped[int] = mapped_column(ForeignKey("sentences.id"), primary_key=True)
-    model: Mapped[str] = mapped_column(String(16), primary_key=True)
     weight: Mapped[float] = mapped_column(Float)
 
     sentence: Mapped[Sentence] = relationship(back_populates="weights")
 
 
-class WordWeight(Base):
+class WordWeight(PerModel, Base):
     """Word-level LIME weight (a word type, all its occurrences), signed toward "positive"."""
 
     __tablename__ = "word_weights"
 
     review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id"), primary_key=True)
-    model: Mapped[str] = mapped_column(String(16), primary_key=True)
     word: Mapped[str] = mapped_column(String(128), primary_key=True)
     weight: Mapped[float] = mapped_column(Float)
 
     review: Mapped[Review] = relationship(back_populates="word_weights")
 
 
-class Explanation(Base):
+class Explanation(PerModel, Base):
     """One finished LIME explanation; written in the same transaction as its weights."""
 
     __tablename__ = "explanations"
 
     review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id"), primary_key=True)
-    model: Mapped[str] = mapped_column(String(16), primary_key=True)
-    level: Mapped[str] = mapped_column(String(8), primary_key=True)  # "sentence" or "word"
+    level: Mapped[str] = mapped_column(String(8), primary_key=True)  # model.names: SENTENCE or WORD
     samples: Mapped[int] = mapped_column(Integer)
     intercept: Mapped[float] = mapped_column(Float)
     score: Mapped[float] = mapped_column(Float)  # R² of LIME's local linear model
@@ -176,6 +168,23 @@ class Run(Base):
     steps: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # name -> {seconds, ...}
     counts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    def record(self) -> dict:
+        """The run as plain JSON-ready data (``textflix report --json``, /about)."""
+        config = self.config or {}
+        return {
+            "run_id": self.id,
+            "status": self.status,
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "base_model": config.get("base_model"),
+            "seed": config.get("seed"),
+            "config": config,
+            "counts": self.counts or {},
+            "metrics": self.metrics or {},
+            # in the order the steps finished, which is the pipeline's order
+            "timings": {step: info.get("seconds") for step, info in (self.steps or {}).items()},
+        }
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -209,6 +218,7 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     cursor.close()
 
 

@@ -6,10 +6,8 @@ twin of the path (``/index.json`` for the dashboard). The view state lives in th
 string (``app.view``). Templates are in ``templates/``, CSS and JS in ``static/``.
 """
 
-import inspect
 import logging
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -19,20 +17,22 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 import app as app_package
 from app import queries, render
-from app.db import MODELS
-from app.view import MAIN_MODEL, MODEL_NAMES, View
+from app.analysis import Analyzer
+from app.db import display_url
+from app.deps import DatabaseUnavailable, get_analyzer, get_session, get_settings
+from app.settings import Settings
+from app.view import View
+from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS, short_label
 
 log = logging.getLogger("textflix")
 
 ROOT = Path(app_package.__file__).resolve().parent.parent
 TEMPLATES_DIR = ROOT / "templates"
 STATIC_DIR = ROOT / "static"
-MAX_ANALYZE_CHARS = 10_000
 
 templates = Jinja2Templates(directory=TEMPLATES_DIR)
 
@@ -58,7 +58,7 @@ templates.env.filters.update(
     pct=_pct,
     signed=lambda value: "–" if value is None else f"{value:+.3f}",
     duration=_duration,
-    side=lambda label: "pos" if label == "positive" else "neg",
+    side=short_label,
 )
 templates.env.globals.update(
     highlight=render.highlight,
@@ -68,24 +68,11 @@ templates.env.globals.update(
     ticks_svg=render.ticks_svg,
     calibration_svg=render.calibration_svg,
     learning_curve_svg=render.learning_curve_svg,
-    MODEL_NAMES=MODEL_NAMES,
+    MODEL_NAMES=DISPLAY_NAMES,
     MODELS=MODELS,
     MAIN_MODEL=MAIN_MODEL,
     ANALYSIS_VIEW=View(analyze=True, accuracy=True, compare=True),
 )
-
-
-class DatabaseUnavailable(Exception):
-    """The database is missing or unreadable; the message says how to build it."""
-
-
-def get_session(request: Request) -> Iterator[Session]:
-    engine = request.app.state.engine
-    if engine is None:
-        problem = getattr(request.app.state, "database_problem", None)
-        raise DatabaseUnavailable(problem or "No database: run `textflix build` to create it.")
-    with Session(engine) as session:
-        yield session
 
 
 def wants_json(request: Request) -> bool:
@@ -116,8 +103,11 @@ def respond(request: Request, template: str, data: dict, view: View, status_code
     return templates.TemplateResponse(request, template, context, status_code=status_code)
 
 
-def not_found(what: str) -> HTTPException:
-    return HTTPException(status_code=404, detail=f"{what} is not in the catalogue.")
+def respond_found(request: Request, template: str, data: dict | None, view: View, what: str) -> Response:
+    """``respond``, or a 404 naming ``what`` when the query found nothing (``data`` is None)."""
+    if data is None:
+        raise HTTPException(status_code=404, detail=f"{what} is not in the catalogue.")
+    return respond(request, template, data, view)
 
 
 router = APIRouter(include_in_schema=False)
@@ -137,10 +127,7 @@ def dashboard_page(request: Request, session: Session = Depends(get_session)) ->
 @router.get("/movies/{title_id}.json")
 def movie_page(title_id: str, request: Request, session: Session = Depends(get_session)) -> Response:
     view = View.from_request(request)
-    page = queries.movie_page(session, title_id, view)
-    if page is None:
-        raise not_found(f"Title {title_id}")
-    return respond(request, "movie.html", page, view)
+    return respond_found(request, "movie.html", queries.movie_page(session, title_id, view), view, f"Title {title_id}")
 
 
 @router.get("/reviews/{review_id:int}")
@@ -148,9 +135,7 @@ def movie_page(title_id: str, request: Request, session: Session = Depends(get_s
 def review_page(review_id: int, request: Request, session: Session = Depends(get_session)) -> Response:
     view = View.from_request(request)
     page = queries.review_page(session, review_id, view)
-    if page is None:
-        raise not_found(f"Review {review_id}")
-    return respond(request, "review.html", page, view)
+    return respond_found(request, "review.html", page, view, f"Review {review_id}")
 
 
 @router.get("/disagreements")
@@ -165,15 +150,9 @@ def about_page(request: Request, session: Session = Depends(get_session)) -> Res
     return respond(request, "about.html", queries.about(session), View.from_request(request))
 
 
-async def _analyze(analyzer, text: str) -> dict:
-    """Both models on one text, through the analyzer (sync or async) the app holds."""
-    if inspect.iscoroutinefunction(analyzer.analyze):
-        results = await analyzer.analyze([text], True)
-    else:
-        results = await run_in_threadpool(analyzer.analyze, [text], True)
-        if inspect.isawaitable(results):
-            results = await results
-    result = results[0]
+async def _analyze(analyzer: Analyzer, text: str) -> dict:
+    """Both models on one text, as the page shows them."""
+    [result] = await analyzer.analyze([text], True)
     predictions = {
         model: {**prediction, "confidence": queries.confidence_of(prediction)}
         for model, prediction in result.get("predictions", {}).items()
@@ -207,19 +186,21 @@ async def _submitted_text(request: Request) -> str | None:
 
 @router.api_route("/analyze", methods=["GET", "POST"])
 @router.api_route("/analyze.json", methods=["GET", "POST"])
-async def analyze_page(request: Request) -> Response:
+async def analyze_page(
+    request: Request, analyzer: Analyzer = Depends(get_analyzer), settings: Settings = Depends(get_settings)
+) -> Response:
     text = await _submitted_text(request)
-    analyzer = getattr(request.app.state, "analyzer", None)
-    data = {"text": text or "", "result": None, "error": None, "max_chars": MAX_ANALYZE_CHARS}
+    limit = settings.max_text_chars
+    data = {"text": text or "", "result": None, "error": None, "max_chars": limit}
     status = 200
-    if analyzer is None:
+    if analyzer.problem is not None:
         data["error"] = "The models are not loaded, so nothing can be analysed right now."
         status = 503
     elif text is not None:
         if not text.strip():
             data["error"], status = "Paste a review into the box first.", 422
-        elif len(text) > MAX_ANALYZE_CHARS:
-            data["error"] = f"The review is {len(text):,} characters long; the limit is {MAX_ANALYZE_CHARS:,}."
+        elif len(text) > limit:
+            data["error"] = f"The review is {len(text):,} characters long; the limit is {limit:,}."
             status = 422
         else:
             try:
@@ -253,17 +234,13 @@ async def _database_unavailable(request: Request, error: DatabaseUnavailable) ->
 
 
 async def _database_error(request: Request, error: SQLAlchemyError) -> Response:
-    settings = request.app.state.settings
-    log.error(
-        "Database %s is not readable (%s): run `textflix build` to build it.",
-        settings.database,
-        error.__class__.__name__,
-    )
+    url = display_url(request.app.state.settings.database)
+    log.error("Database %s is not readable (%s): run `textflix build` to build it.", url, error.__class__.__name__)
     return _error_page(
         request,
         503,
         "The database cannot be read",
-        f"The database at {settings.database} is missing tables or damaged: run `textflix build` to build it.",
+        f"The database at {url} is missing tables or damaged: run `textflix build` to build it.",
     )
 
 

@@ -13,10 +13,19 @@ from collections.abc import Iterable
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session, aliased
 
-from app.db import MODELS, STEPS, Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight, latest_run
-from app.view import MAIN_MODEL, MODEL_NAMES, View
-
-CATALOGUE = "catalogue"
+from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, latest_run
+from app.view import View
+from model.names import (
+    CATALOGUE,
+    DISPLAY_NAMES,
+    EVAL,
+    MAIN_MODEL,
+    MODELS,
+    NEGATIVE,
+    POSITIVE,
+    WORD_LEVEL_MODEL,
+    short_label,
+)
 
 
 # --- rows ------------------------------------------------------------------------------
@@ -28,28 +37,25 @@ def review_rows(session: Session, *conditions, text: bool = False, disagreeing: 
     ``disagreeing`` keeps only the reviews that the two models label differently.
     """
     aliases = {model: aliased(Prediction, name=f"p_{model}") for model in MODELS}
-    columns = [Review.id, Review.title_id, Review.label, Review.rating, Review.source]
+    columns = [Review.id, Review.title_id, Review.label.label("gold"), Review.rating, Review.source]
     if text:
         columns.append(Review.text)
     stmt = select(*columns)
     for model, alias in aliases.items():
-        stmt = stmt.add_columns(alias.label, alias.p_positive).outerjoin(
-            alias, and_(alias.review_id == Review.id, alias.model == model)
-        )
+        stmt = stmt.add_columns(
+            alias.label.label(f"{model}_label"), alias.p_positive.label(f"{model}_p_positive")
+        ).outerjoin(alias, and_(alias.review_id == Review.id, alias.model == model))
     stmt = stmt.where(Review.split == CATALOGUE, *conditions).order_by(Review.id)
     if disagreeing:
         first, second = aliases.values()
         stmt = stmt.where(first.label != second.label)
+    names = [column.key for column in stmt.selected_columns]
     rows = []
     for record in session.execute(stmt):
-        values = list(record)
-        row = dict(zip(("id", "title_id", "gold", "rating", "source"), values[:5], strict=True))
-        rest = values[5:]
-        if text:
-            row["text"], rest = rest[0], rest[1:]
+        row = dict(zip(names, record))
         row["predictions"] = {}
-        for index, model in enumerate(aliases):
-            label, p_positive = rest[2 * index], rest[2 * index + 1]
+        for model in MODELS:
+            label, p_positive = row.pop(f"{model}_label"), row.pop(f"{model}_p_positive")
             if label is not None:
                 row["predictions"][model] = {"label": label, "p_positive": p_positive}
         rows.append(row)
@@ -97,14 +103,13 @@ def sentences_by_review(session: Session, *conditions) -> dict[int, list[dict]]:
 
 def _strength(prediction: dict) -> str:
     """Colour class of one review in a bar: side of its label, 1-3 by confidence."""
-    side = "pos" if prediction["label"] == "positive" else "neg"
     confidence = confidence_of(prediction)
-    return f"{side}{min(3, 1 + int(max(0.0, confidence - 0.5) * 6))}"
+    return f"{short_label(prediction['label'])}{min(3, 1 + int(max(0.0, confidence - 0.5) * 6))}"
 
 
 def confidence_of(prediction: dict) -> float:
     p = prediction["p_positive"]
-    return p if prediction["label"] == "positive" else 1.0 - p
+    return p if prediction["label"] == POSITIVE else 1.0 - p
 
 
 def model_summary(rows: list[dict], model: str, accuracy: bool) -> dict:
@@ -117,7 +122,7 @@ def model_summary(rows: list[dict], model: str, accuracy: bool) -> dict:
         (row for row in rows if model in row["predictions"]),
         key=lambda row: (-row["predictions"][model]["p_positive"], row["id"]),
     )
-    positive = sum(row["predictions"][model]["label"] == "positive" for row in scored)
+    positive = sum(row["predictions"][model]["label"] == POSITIVE for row in scored)
     bar: list[dict] = []
     for row in scored:
         level = _strength(row["predictions"][model])
@@ -127,7 +132,7 @@ def model_summary(rows: list[dict], model: str, accuracy: bool) -> dict:
             bar.append({"level": level, "count": 1})
     summary = {
         "model": model,
-        "name": MODEL_NAMES[model],
+        "name": DISPLAY_NAMES[model],
         "reviews": len(rows),
         "scored": len(scored),
         "positive": positive,
@@ -232,7 +237,7 @@ def dashboard(session: Session, view: View) -> dict:
 
 def key_sentence(sentences: list[dict], model: str, label: str) -> dict | None:
     """The sentence that pushes hardest toward ``label`` for ``model``, if any pushes that way."""
-    sign = 1.0 if label == "positive" else -1.0
+    sign = 1.0 if label == POSITIVE else -1.0
     best = max(
         (s for s in sentences if sign * s["weights"].get(model, 0.0) > 0),
         key=lambda s: sign * s["weights"][model],
@@ -306,7 +311,7 @@ def movie_page(session: Session, title_id: str, view: View) -> dict | None:
         "summary": {"reviews": len(rows), "models": summaries(rows, view)},
     }
     if view.analyze:
-        highlights: dict[str, list[dict]] = {"positive": [], "negative": []}
+        highlights: dict[str, list[dict]] = {POSITIVE: [], NEGATIVE: []}
         for row in rows:
             prediction = row["predictions"].get(MAIN_MODEL)
             if prediction is None:
@@ -339,7 +344,7 @@ def review_page(session: Session, review_id: int, view: View) -> dict | None:
     if view.analyze:
         words = session.execute(
             select(WordWeight.word, WordWeight.weight)
-            .where(WordWeight.review_id == review_id, WordWeight.model == "nbsvm")
+            .where(WordWeight.review_id == review_id, WordWeight.model == WORD_LEVEL_MODEL)
             .order_by(func.abs(WordWeight.weight).desc(), WordWeight.word)
         ).all()
         page["words"] = [{"word": word, "weight": weight} for word, weight in words]
@@ -367,7 +372,7 @@ def disagreements(session: Session) -> dict:
             select(Movie.title_id, Movie.title).where(Movie.title_id.in_({row["title_id"] for row in rows}))
         ).all()
     )
-    right = {"bert": 0, "nbsvm": 0, "unknown": 0}
+    right = {**dict.fromkeys(MODELS, 0), "unknown": 0}
     items = []
     for row in rows:
         item = review_item(row, sentences.get(row["id"], []), view, MODELS)
@@ -397,31 +402,18 @@ def about(session: Session) -> dict:
     run = latest_run(session)
     if run is None:
         return page
-    metrics = run.metrics or {}
-    steps = run.steps or {}
-    ordered = [name for name in STEPS if name in steps] + sorted(set(steps) - set(STEPS))
-    timings = [
-        {"step": name, "seconds": steps[name].get("seconds")}
-        for name in ordered
-        if isinstance(steps[name], dict)
-    ]
-    page["run"] = {
-        "id": run.id,
-        "status": run.status,
-        "started_at": run.started_at.isoformat() if run.started_at else None,
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "config": run.config or {},
-        "counts": run.counts or {},
-    }
+    record = run.record()
+    metrics = record["metrics"]
+    page["run"] = record
     page["models"] = [
         {
             "model": model,
-            "name": MODEL_NAMES[model],
-            "sets": {name: metrics[model][name] for name in ("eval", "catalogue") if name in metrics.get(model, {})},
+            "name": DISPLAY_NAMES[model],
+            "sets": {name: metrics[model][name] for name in (EVAL, CATALOGUE) if name in metrics.get(model, {})},
         }
         for model in MODELS
     ]
-    page["timings"] = timings
-    page["total_seconds"] = sum(t["seconds"] or 0.0 for t in timings)
+    page["timings"] = [{"step": step, "seconds": seconds} for step, seconds in record["timings"].items()]
+    page["total_seconds"] = sum(seconds or 0.0 for seconds in record["timings"].values())
     page["learning_curve"] = metrics.get("learning_curve")
     return page

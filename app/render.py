@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from markupsafe import Markup, escape
 
-from app.view import MODEL_NAMES
+from model.names import DISPLAY_NAMES, MODELS, NBSVM, NEGATIVE, POSITIVE, WORD_LEVEL_MODEL, short_label
 
 MIN_ALPHA = 0.04  # weaker highlights are not drawn
 
@@ -23,10 +23,9 @@ def _alpha(weight: float, scale: float) -> float:
 def _mark(text: str, weight: float | None, scale: float, what: str) -> str:
     if weight is None or _alpha(weight, scale) < MIN_ALPHA:
         return str(escape(text))
-    side = "pos" if weight > 0 else "neg"
-    toward = "positive" if weight > 0 else "negative"
+    toward = POSITIVE if weight > 0 else NEGATIVE
     return (
-        f'<span class="hl {side}" style="--a:{_alpha(weight, scale):.2f}" '
+        f'<span class="hl {short_label(toward)}" style="--a:{_alpha(weight, scale):.2f}" '
         f'title="{escape(what)} {weight:+.3f} toward {toward}">{escape(text)}</span>'
     )
 
@@ -59,7 +58,7 @@ def highlight(text: str, sentences: list[dict], model: str | None, scale: float 
         pieces = []
         for sentence in sentences:
             pieces += [(sentence["text"], sentence), (" ", None)]
-    what = f"{MODEL_NAMES.get(model, model)} sentence weight"
+    what = f"{DISPLAY_NAMES.get(model, model)} sentence weight"
     return Markup(
         "".join(
             _mark(piece, sentence["weights"].get(model) if sentence and model else None, scale, what)
@@ -70,7 +69,7 @@ def highlight(text: str, sentences: list[dict], model: str | None, scale: float 
 
 def sentence_mark(sentence: dict, model: str, scale: float) -> Markup:
     """One sentence (``text`` and ``weight``) highlighted on its own."""
-    what = f"{MODEL_NAMES.get(model, model)} sentence weight"
+    what = f"{DISPLAY_NAMES.get(model, model)} sentence weight"
     return Markup(_mark(sentence["text"], sentence["weight"], scale, what))
 
 
@@ -86,7 +85,7 @@ def word_highlight(text: str, words: list[dict], scale: float) -> Markup:
     parts, position = [], 0
     for match in pattern.finditer(text):
         parts.append(str(escape(text[position : match.start()])))
-        parts.append(_mark(match.group(0), weights.get(match.group(0).lower()), scale, "NB-SVM word weight"))
+        parts.append(_mark(match.group(0), weights.get(match.group(0).lower()), scale, f"{DISPLAY_NAMES[WORD_LEVEL_MODEL]} word weight"))
         position = match.end()
     parts.append(str(escape(text[position:])))
     return Markup("".join(parts))
@@ -116,7 +115,7 @@ def ticks_svg(summary: dict) -> Markup:
     if not total:
         return Markup("")
     lines = "".join(
-        f'<line class="tick gold-{"pos" if tick["gold"] == "positive" else "neg"}" '
+        f'<line class="tick gold-{short_label(tick["gold"])}" '
         f'x1="{tick["index"] + 0.5}" x2="{tick["index"] + 0.5}" y1="0" y2="1"/>'
         for tick in summary.get("ticks", ())
     )
@@ -177,7 +176,7 @@ def _series(model: str, points: list[tuple[float, float] | None]) -> list[str]:
         if point is None:
             continue
         x, y = point
-        if model == "nbsvm":
+        if model == NBSVM:  # squares for the baseline, circles for BERT
             out.append(f'<rect class="marker m-{model}" x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7"/>')
         else:
             out.append(f'<circle class="marker m-{model}" cx="{x:.1f}" cy="{y:.1f}" r="4"/>')
@@ -190,7 +189,7 @@ def _legend(models: Iterable[str]) -> list[str]:
         y = _TOP + 16 + row * 18
         x = _LEFT + 10
         out.append(f'<line class="line m-{model}" x1="{x}" x2="{x + 22}" y1="{y - 4}" y2="{y - 4}"/>')
-        out.append(f'<text class="legend" x="{x + 28}" y="{y}">{escape(MODEL_NAMES.get(model, model))}</text>')
+        out.append(f'<text class="legend" x="{x + 28}" y="{y}">{escape(DISPLAY_NAMES.get(model, model))}</text>')
     return out
 
 
@@ -221,7 +220,7 @@ def calibration_svg(chart_id: str, curves: dict[str, dict], set_name: str) -> Ma
             drawn.append(model)
     body += _legend(drawn)
     description = "; ".join(
-        f"{MODEL_NAMES.get(m, m)}: "
+        f"{DISPLAY_NAMES.get(m, m)}: "
         + ", ".join(
             f"{p:.2f} predicted → {t:.2f} observed"
             for p, t in zip(curves[m].get("prob_pred") or [], curves[m].get("prob_true") or [], strict=False)
@@ -235,7 +234,7 @@ def calibration_svg(chart_id: str, curves: dict[str, dict], set_name: str) -> Ma
 def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
     """Accuracy against the number of training examples, one line per model."""
     sizes = [s for s in curve.get("sizes") or [] if s]
-    models = [m for m in ("nbsvm", "bert") if any(v is not None for v in curve.get(m) or [])]
+    models = [m for m in MODELS if any(v is not None for v in curve.get(m) or [])]
     values = [v for m in models for v in curve[m] if v is not None]
     if not sizes or not values:
         return Markup("")
@@ -274,7 +273,7 @@ def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
         body += _series(model, points)
     body += _legend(models)
     description = "; ".join(
-        f"{MODEL_NAMES[m]}: "
+        f"{DISPLAY_NAMES[m]}: "
         + ", ".join(f"{s:,} → {v:.0%}" for s, v in zip(curve["sizes"], curve[m], strict=False) if v is not None)
         for m in models
     )

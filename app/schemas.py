@@ -2,15 +2,17 @@
 
 Request bodies are strict: unknown fields, and values of the wrong JSON type, are
 refused (a string is not taken for a boolean, a number not for a string). The limits
-that depend on the settings (text length, number of texts) are checked by the routes
-and written into the OpenAPI schema at start-up.
+that depend on the settings (text length, number of texts, page size) are checked by the
+routes and written into the OpenAPI schema at start-up (``app.api.document_limits``).
 """
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model
 
-Label = Literal["positive", "negative"]
+from model.names import MODELS, NEGATIVE, POSITIVE
+
+Label = Literal[POSITIVE, NEGATIVE]
 
 
 class Strict(BaseModel):
@@ -44,8 +46,7 @@ class ErrorResponse(BaseModel):
 
 class PredictRequest(Strict):
     texts: list[StrictStr] = Field(
-        description="Review texts, 1 to 64 (TEXTFLIX_MAX_TEXTS), each non-blank and at most "
-        "20,000 characters (TEXTFLIX_MAX_TEXT_CHARS).",
+        description="Review texts, each non-blank (limits: TEXTFLIX_MAX_TEXTS, TEXTFLIX_MAX_TEXT_CHARS).",
         examples=[["A wonderful, moving film. The ending drags a little."]],
     )
     explain: StrictBool = Field(False, description="Also return sentence-level LIME weights (slower).")
@@ -53,7 +54,7 @@ class PredictRequest(Strict):
 
 class ReviewRequest(Strict):
     text: StrictStr = Field(
-        description="The review, non-blank, at most 20,000 characters (TEXTFLIX_MAX_TEXT_CHARS).",
+        description="The review, non-blank (limit: TEXTFLIX_MAX_TEXT_CHARS).",
         examples=["A wonderful, moving film. The lighthouse scenes are beautifully shot. The ending drags."],
     )
     title_id: StrictStr | None = Field(
@@ -70,14 +71,13 @@ class ModelPrediction(BaseModel):
     )
 
 
-class Predictions(BaseModel):
-    nbsvm: ModelPrediction
-    bert: ModelPrediction
+def per_model(name: str, value: type) -> type[BaseModel]:
+    """A schema with one required field of type ``value`` per model key."""
+    return create_model(name, **{model: (value, ...) for model in MODELS})
 
 
-class ModelWeights(BaseModel):
-    nbsvm: float
-    bert: float
+Predictions = per_model("Predictions", ModelPrediction)
+ModelWeights = per_model("ModelWeights", float)
 
 
 class AnalyzedSentence(BaseModel):
@@ -93,9 +93,7 @@ class ExplanationInfo(BaseModel):
     score: float = Field(description="R² of LIME's local linear model.")
 
 
-class ModelExplanations(BaseModel):
-    nbsvm: ExplanationInfo
-    bert: ExplanationInfo
+ModelExplanations = per_model("ModelExplanations", ExplanationInfo)
 
 
 class AnalysisResult(BaseModel):

@@ -4,8 +4,8 @@ A user review is a ``Review`` (split "catalogue", source "user", no source key o
 rating) with both models' ``Prediction`` rows, its ``Sentence`` rows with both models'
 ``SentenceWeight`` rows, and one sentence-level ``Explanation`` row per model, written
 in one transaction that is committed before the API answers. Writes are serialized
-with one lock per database (SQLite allows one writer at a time; the busy timeout set
-in ``app.main`` covers writers in other processes).
+with one lock per server (SQLite allows one writer at a time; the busy timeout set
+in ``app.db.make_engine`` covers writers in other processes).
 """
 
 import threading
@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 
 from app.analysis import finite
 from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, session_scope
-from app.queries import CATALOGUE
+from model.names import CATALOGUE, SENTENCE
 
 
 def catalogue_title_exists(engine: Engine, title_id: str) -> bool:
@@ -58,7 +58,7 @@ def store_user_review(
     review.explanations = [
         Explanation(
             model=model,
-            level="sentence",
+            level=SENTENCE,
             samples=info["samples"],
             intercept=finite(info["intercept"]),
             score=finite(info["score"]),

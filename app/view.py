@@ -11,8 +11,7 @@ from urllib.parse import urlencode
 
 from starlette.requests import Request
 
-MAIN_MODEL = "bert"
-MODEL_NAMES = {"nbsvm": "NB-SVM", "bert": "BERT"}
+from model.names import MAIN_MODEL, MODELS
 
 # Dashboard sort orders ("sorted by most: ..."): two always, two with Analyze, two with accuracy.
 DEFAULT_SORT = "reviews"
@@ -63,7 +62,7 @@ class View:
         """The models whose predictions the page shows, left to right."""
         if not self.analyze:
             return ()
-        return ("nbsvm", "bert") if self.compare else (MAIN_MODEL,)
+        return MODELS if self.compare else (MAIN_MODEL,)
 
     @property
     def sorts(self) -> list[str]:

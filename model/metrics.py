@@ -4,6 +4,8 @@ import numpy as np
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
 
+from model.names import POSITIVE
+
 
 def expected_calibration_error(gold: np.ndarray, p_positive: np.ndarray, bins: int = 10) -> float:
     """Mean gap between confidence and accuracy over equal-width confidence bins."""
@@ -19,16 +21,22 @@ def expected_calibration_error(gold: np.ndarray, p_positive: np.ndarray, bins: i
     return float(ece)
 
 
+def accuracy(gold_labels: list[str], p_positive) -> float:
+    """Share of predictions (positive at p >= 0.5) that match the gold labels."""
+    gold = np.array([label == POSITIVE for label in gold_labels])
+    return float(accuracy_score(gold, np.asarray(p_positive, dtype=float) >= 0.5))
+
+
 def classification_report(gold_labels: list[str], p_positive: list[float], bins: int = 10) -> dict:
     """Accuracy, F1 (positive class), confusion matrix, ECE and a reliability curve."""
-    gold = np.array([label == "positive" for label in gold_labels])
+    gold = np.array([label == POSITIVE for label in gold_labels])
     p = np.asarray(p_positive, dtype=float)
     predicted = p >= 0.5
     prob_true, prob_pred = calibration_curve(gold, p, n_bins=bins, strategy="uniform")
     counts = np.histogram(p, bins=np.linspace(0, 1, bins + 1))[0]
     return {
         "n": int(len(gold)),
-        "accuracy": float(accuracy_score(gold, predicted)),
+        "accuracy": accuracy(gold_labels, p),
         "f1": float(f1_score(gold, predicted, zero_division=0)),
         # rows: gold negative, positive; columns: predicted negative, positive
         "confusion": confusion_matrix(gold, predicted, labels=[False, True]).tolist(),

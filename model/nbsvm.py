@@ -5,10 +5,10 @@ words, scaled by naive-Bayes log-count ratios, fed to a linear SVM whose
 scores are calibrated into probabilities (Platt scaling).
 """
 
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
 import joblib
 import numpy as np
@@ -20,7 +20,11 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 from sklearn.pipeline import Pipeline
 from sklearn.svm import LinearSVC
 
-LABELS = ["negative", "positive"]
+from model.artifacts import atomic_directory, read_meta
+from model.config import NbsvmConfig
+from model.names import DISPLAY_NAMES, LABELS, NBSVM
+
+MODEL_FILE = "model.joblib"
 TOKEN = re.compile(r"(?u)\b\w\w+\b")
 _stemmer = snowballstemmer.stemmer("english")
 
@@ -52,7 +56,7 @@ class NBLogCountRatio(TransformerMixin, BaseEstimator):
         return sparse.csr_matrix(X).multiply(self.r_).tocsr()
 
 
-def build_nbsvm(c: float = 0.1, seed: int = 0) -> Pipeline:
+def build_nbsvm(config: NbsvmConfig) -> Pipeline:
     return Pipeline(
         [
             (
@@ -65,22 +69,42 @@ def build_nbsvm(c: float = 0.1, seed: int = 0) -> Pipeline:
             ("nb", NBLogCountRatio()),
             (
                 "svm",
-                CalibratedClassifierCV(LinearSVC(C=c, random_state=seed), method="sigmoid", cv=5),
+                CalibratedClassifierCV(
+                    LinearSVC(C=config.nbsvm_c, random_state=config.seed), method="sigmoid", cv=5
+                ),
             ),
         ]
     )
 
 
-def train_nbsvm(texts: list[str], labels: list[str], c: float = 0.1, seed: int = 0) -> Pipeline:
-    y = np.array([LABELS.index(label) for label in labels])
-    return build_nbsvm(c, seed).fit(texts, y)
+class NbsvmClassifier:
+    """A trained NB-SVM pipeline with the config it was trained with."""
 
+    key: ClassVar[str] = NBSVM
+    config_type: ClassVar[type[NbsvmConfig]] = NbsvmConfig
+    fast_to_train: ClassVar[bool] = True  # see model.trained.Classifier
 
-def save_nbsvm(pipeline: Pipeline, directory: Path, config: dict) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    joblib.dump(pipeline, directory / "model.joblib")
-    (directory / "textflix.json").write_text(json.dumps({"labels": LABELS, **config}, indent=2))
+    def __init__(self, pipeline: Pipeline, config: NbsvmConfig):
+        self.pipeline = pipeline
+        self.config = config
 
+    @classmethod
+    def train(
+        cls, texts: list[str], labels: list[str], config: NbsvmConfig, device=None, progress: bool = False
+    ) -> "NbsvmClassifier":
+        """Fit on labelled texts (``device`` and ``progress``, like ``load``'s ``device`` and
+        ``max_tokens``, are there for the common interface of ``model.trained.Classifier``)."""
+        y = np.array([LABELS.index(label) for label in labels])
+        return cls(build_nbsvm(config).fit(texts, y), config)
 
-def load_nbsvm(directory: Path) -> Pipeline:
-    return joblib.load(directory / "model.joblib")
+    def predict_proba(self, texts: list[str]) -> np.ndarray:
+        return self.pipeline.predict_proba(texts)
+
+    def save(self, directory: Path, meta: dict | None = None) -> None:
+        with atomic_directory(directory, {**self.config.model_dump(), **(meta or {})}) as partial:
+            joblib.dump(self.pipeline, partial / MODEL_FILE)
+
+    @classmethod
+    def load(cls, directory: Path, device=None, max_tokens=None) -> "NbsvmClassifier":
+        pipeline = joblib.load(directory / MODEL_FILE)
+        return cls(pipeline, NbsvmConfig.model_validate(read_meta(directory, DISPLAY_NAMES[cls.key])))

@@ -1,32 +1,65 @@
-"""Loading the models a build trained, with one clear error when they are missing or broken."""
+"""The two classifiers behind one interface, and loading the ones a build trained.
+
+Each model key of ``model.names.MODELS`` has a classifier class with a typed config
+(``config_type``), ``train``, ``predict_proba``, ``save`` and ``load``; code that
+handles "every model" (the build, the API) goes through ``CLASSIFIERS`` and never
+names a model itself.
+"""
 
 from pathlib import Path
+from typing import ClassVar, Protocol
 
+import numpy as np
 import torch
 
 from model.bert import BertClassifier
-from model.nbsvm import load_nbsvm
+from model.config import Seeded
+from model.names import DISPLAY_NAMES
+from model.nbsvm import NbsvmClassifier
 
-NAMES = {"nbsvm": "NB-SVM", "bert": "BERT"}
+
+class Classifier(Protocol):
+    key: ClassVar[str]  # one of model.names.MODELS
+    config_type: ClassVar[type[Seeded]]
+    fast_to_train: ClassVar[bool]  # cheap enough to train at every size of the learning curve
+
+    @classmethod
+    def train(
+        cls, texts: list[str], labels: list[str], config: Seeded, device: torch.device, progress: bool = True
+    ) -> "Classifier": ...
+
+    def predict_proba(self, texts: list[str]) -> np.ndarray: ...
+
+    def save(self, directory: Path, meta: dict | None = None) -> None: ...
+
+    @classmethod
+    def load(cls, directory: Path, device: torch.device, max_tokens: int | None = None) -> "Classifier":
+        """``max_tokens``: padded tokens per forward pass, for the models that batch by tokens."""
+
+
+# In the order of model.names.MODELS.
+CLASSIFIERS: dict[str, type[Classifier]] = {kind.key: kind for kind in (NbsvmClassifier, BertClassifier)}
 
 
 class ModelUnavailable(Exception):
     """A trained model cannot be loaded; the message says why and what to do."""
 
 
-def load_trained(name: str, models_dir: Path, device: torch.device):
-    """The trained model ``name`` ("nbsvm" or "bert"), which has ``predict_proba(texts)``."""
-    directory = models_dir / name
+def model_dir(models_dir: Path, name: str) -> Path:
+    return models_dir / name
+
+
+def load_trained(name: str, models_dir: Path, device: torch.device, max_tokens: int | None = None) -> Classifier:
+    """The trained model ``name``, which has ``predict_proba(texts)``."""
+    directory = model_dir(models_dir, name)
     try:
-        if name == "bert":
-            return BertClassifier.load(directory, device)
-        return load_nbsvm(directory)
+        return CLASSIFIERS[name].load(directory, device, max_tokens)
     except FileNotFoundError:
         raise ModelUnavailable(
-            f"No trained {NAMES[name]} model in {directory}: run `textflix build` to train it."
+            f"No trained {DISPLAY_NAMES[name]} model in {directory}: run `textflix build` to train it."
         ) from None
     except Exception as error:
         raise ModelUnavailable(
-            f"The {NAMES[name]} model in {directory} cannot be loaded ({error}); "
+            f"The {DISPLAY_NAMES[name]} model in {directory} cannot be loaded ({error}); "
             "delete that folder and run `textflix build` to train it again."
         ) from error

@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.analysis import Analyzer, MicroBatcher
+from app.analysis import MicroBatcher
 from app.main import create_app
-from app.settings import MINILM, Settings
+from app.settings import Settings
+from model.config import MINILM, BertConfig, NbsvmConfig
 from tests.conftest import ROOT, serve_in_thread
-
-from tests.web_fixtures import FakeAnalyzer, build_web_database
+from tests.web_fixtures import FakeAnalyzer, build_web_database, use_analyzer
 
 TITLE = "tt0100001"  # catalogue titles of the fixture database
 OTHER_TITLE = "tt0100002"
@@ -56,16 +56,17 @@ def api_data_dir(tmp_path_factory, real_reviews) -> Path:
     """A data dir with real trained models (models/nbsvm, models/bert) and the fixture database."""
     import torch
 
-    from model.bert import TrainConfig, fine_tune
-    from model.nbsvm import save_nbsvm, train_nbsvm
+    from model.trained import CLASSIFIERS
 
     data_dir = tmp_path_factory.mktemp("api-data")
     reviews = _short_train_reviews(real_reviews, 30)
-    nbsvm = train_nbsvm([r.text for r in reviews], [r.label for r in reviews], c=0.1, seed=0)
-    save_nbsvm(nbsvm, data_dir / "models" / "nbsvm", {"c": 0.1})
-    config = TrainConfig(base_model=MINILM, epochs=1, batch_size=8, max_length=64, seed=0)
-    bert = fine_tune([r.text for r in reviews[:8]], [r.label for r in reviews[:8]], config, torch.device("cpu"), False)
-    bert.save(data_dir / "models" / "bert")
+    configs = {
+        "nbsvm": (reviews, NbsvmConfig(nbsvm_c=0.1, seed=0)),
+        "bert": (reviews[:8], BertConfig(base_model=MINILM, epochs=1, batch_size=8, max_length=64, seed=0)),
+    }
+    for name, (train, config) in configs.items():
+        model = CLASSIFIERS[name].train([r.text for r in train], [r.label for r in train], config, torch.device("cpu"), False)
+        model.save(data_dir / "models" / name)
     build_web_database(data_dir / "textflix.db")
     return data_dir
 
@@ -93,7 +94,7 @@ def plain_dir(tmp_path_factory) -> Path:
 def fake_app(plain_dir):
     """The app with the stand-in analyzer of the page tests: for input checks and auth, no models needed."""
     app = create_app(api_settings(plain_dir))
-    app.state.analyzer = FakeAnalyzer()
+    use_analyzer(app, FakeAnalyzer())
     return app
 
 
@@ -432,7 +433,7 @@ def test_body_over_the_size_limit(client):
 def test_limits_come_from_the_settings(plain_dir):
     settings = api_settings(plain_dir, max_text_chars=10, max_texts=2, max_body_bytes=2048)
     app = create_app(settings)
-    app.state.analyzer = FakeAnalyzer()
+    use_analyzer(app, FakeAnalyzer())
     with TestClient(app) as test_client:
         assert test_client.post("/api/predict", json={"texts": ["0123456789"]}).status_code == 200
         response = test_client.post("/api/predict", json={"texts": ["0123456789X"]})
@@ -452,9 +453,9 @@ def test_limits_come_from_the_settings(plain_dir):
 @pytest.fixture
 def token_client(plain_dir):
     app = create_app(api_settings(plain_dir, api_token="s3cret-token"))
-    app.state.analyzer = FakeAnalyzer()
+    analyzer = use_analyzer(app, FakeAnalyzer())
     with TestClient(app) as test_client:
-        yield test_client, app.state.analyzer
+        yield test_client, analyzer
 
 
 def test_a_token_is_needed_on_every_post(token_client):
@@ -491,7 +492,7 @@ def test_token_check_is_constant_time(monkeypatch, plain_dir):
     seen, original = [], hmac.compare_digest
     monkeypatch.setattr(guard.hmac, "compare_digest", lambda a, b: seen.append((a, b)) or original(a, b))
     app = create_app(api_settings(plain_dir, api_token="s3cret-token"))
-    app.state.analyzer = FakeAnalyzer()
+    use_analyzer(app, FakeAnalyzer())
     with TestClient(app) as test_client:
         test_client.post("/api/predict", json={"texts": ["x"]}, headers={"Authorization": "Bearer guess"})
     assert seen == [(b"guess", b"s3cret-token")]

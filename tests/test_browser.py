@@ -14,7 +14,16 @@ from app.main import create_app
 from app.settings import Settings
 
 from tests.conftest import serve_in_thread
-from tests.web_fixtures import FakeAnalyzer, XSS_IMG, XSS_SCRIPT, labeled, web_database, web_facts, wrong  # noqa: F401
+from tests.web_fixtures import (  # noqa: F401
+    XSS_IMG,
+    XSS_SCRIPT,
+    FakeAnalyzer,
+    labeled,
+    use_analyzer,
+    web_database,
+    web_facts,
+    wrong,
+)
 
 CHROMIUM = Path(os.environ.get("TEXTFLIX_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -42,7 +51,7 @@ pytestmark = pytest.mark.skipif(
 def live_server(web_database):
     """The app on a free localhost port, in a thread, with a stand-in analyzer for /analyze."""
     app = create_app(Settings(database_url=web_database))
-    app.state.analyzer = FakeAnalyzer()
+    use_analyzer(app, FakeAnalyzer())
     with serve_in_thread(app) as url:
         yield url
 

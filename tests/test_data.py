@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from model.config import SplitConfig
 from model.data import DataError, locate_archive, make_splits, read_archive, read_movies
 from tests.conftest import SHARED_MOVIES, write_archive
 
@@ -47,7 +48,7 @@ def test_reads_labels_ratings_titles_and_strips_br(tiny_archive):
 
 def test_duplicates_never_cross_from_training_into_test(tiny_archive):
     reviews = read_archive(tiny_archive)
-    splits = make_splits(reviews, train_size=6, titles=2, max_words=250, eval_size="all", seed=1)
+    splits = make_splits(reviews, SplitConfig(train_size=6, titles=2, max_words=250, eval_size="all", seed=1))
     assert splits.dropped_duplicates == 1
     train_texts = {r.text for r in splits.train}
     assert not train_texts & {r.text for r in splits.catalogue + splits.eval}
@@ -55,7 +56,7 @@ def test_duplicates_never_cross_from_training_into_test(tiny_archive):
 
 
 def test_catalogue_takes_titles_with_most_short_reviews(tiny_archive):
-    splits = make_splits(read_archive(tiny_archive), train_size=2, titles=1, eval_size="all")
+    splits = make_splits(read_archive(tiny_archive), SplitConfig(train_size=2, titles=1, eval_size="all"))
     # tt0000001 has two test reviews per folder (one dropped as a duplicate), tt0000002 one.
     assert splits.title_ids == ["tt0000001"]
     assert {r.title_id for r in splits.catalogue} == {"tt0000001"}
@@ -64,7 +65,7 @@ def test_catalogue_takes_titles_with_most_short_reviews(tiny_archive):
 
 def test_splits_are_seeded(tiny_archive):
     reviews = read_archive(tiny_archive)
-    keys = [[r.key for r in make_splits(reviews, train_size=2, seed=s).train] for s in (3, 3, 4)]
+    keys = [[r.key for r in make_splits(reviews, SplitConfig(train_size=2, seed=s)).train] for s in (3, 3, 4)]
     assert keys[0] == keys[1]
 
 

@@ -6,19 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from app.settings import MINILM
-from model.bert import (
-    BertClassifier,
-    TrainConfig,
-    _stlr,
-    checkpoint_location,
-    fine_tune,
-    head_and_tail,
-    resolve_device,
-)
+from model.bert import BertClassifier, _stlr, checkpoint_location, head_and_tail, resolve_device
+from model.config import MINILM, BertConfig, NbsvmConfig
 from model.explain import explain_sentences, explain_words
 from model.metrics import classification_report, expected_calibration_error
-from model.nbsvm import stemmed_tokens, train_nbsvm
+from model.nbsvm import NbsvmClassifier, stemmed_tokens
 from model.sentences import split_sentences
 
 POSITIVE = "This is a wonderful, moving film with brilliant acting and a beautiful story."
@@ -35,7 +27,7 @@ def sample(reviews, split, per_class, seed=0):
 
 @pytest.fixture(scope="module")
 def nbsvm(real_reviews):
-    return train_nbsvm(*sample(real_reviews, "train", 250), c=0.1, seed=0)
+    return NbsvmClassifier.train(*sample(real_reviews, "train", 250), NbsvmConfig(nbsvm_c=0.1, seed=0))
 
 
 def test_stemmed_tokens_drop_stop_words():
@@ -57,7 +49,7 @@ def test_nbsvm_learns_from_500_real_reviews(nbsvm, real_reviews):
 
 def test_a_few_bert_steps_move_predictions_the_right_way(real_reviews):
     texts, labels = sample(real_reviews, "train", 8, seed=2)
-    config = TrainConfig(base_model=MINILM, epochs=3, batch_size=8, max_length=128, learning_rate=2e-4)
+    config = BertConfig(base_model=MINILM, epochs=3, batch_size=8, max_length=128, learning_rate=2e-4)
     device = resolve_device("cpu")
     probe = [POSITIVE, NEGATIVE] + texts
     gold = np.array([1, 0] + [label == "positive" for label in labels], dtype=float)
@@ -67,15 +59,15 @@ def test_a_few_bert_steps_move_predictions_the_right_way(real_reviews):
         return p[gold == 1].mean() - p[gold == 0].mean()
 
     before = margin(BertClassifier.pretrained(config, device))
-    trained = fine_tune(texts, labels, config, device, progress=False)
+    trained = BertClassifier.train(texts, labels, config, device, progress=False)
     after = margin(trained)
     assert after > before + 0.1, (before, after)
 
 
 def test_bert_save_and_load_give_the_same_predictions(tmp_path):
-    config = TrainConfig(base_model=MINILM, max_length=64)
+    config = BertConfig(base_model=MINILM, max_length=64)
     classifier = BertClassifier.pretrained(config, resolve_device("cpu"))
-    classifier.save(tmp_path / "bert", extra={"fingerprint": "abc"})
+    classifier.save(tmp_path / "bert", {"fingerprint": "abc"})
     loaded = BertClassifier.load(tmp_path / "bert", resolve_device("cpu"))
     texts = [POSITIVE, NEGATIVE, "Short.", "x " * 500]
     assert loaded.predict_proba(texts) == pytest.approx(classifier.predict_proba(texts), abs=1e-3)
@@ -85,14 +77,14 @@ def test_bert_save_and_load_give_the_same_predictions(tmp_path):
 
 
 def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch():
-    config = TrainConfig(
+    config = BertConfig(
         base_model=MINILM, epochs=1, batch_size=2, max_length=32, gradual_unfreezing=True,
         discriminative_lr=2.6,
     )  # fmt: skip
     device = resolve_device("cpu")
     start = BertClassifier.pretrained(config, device).model.state_dict()
     start = {k: v.clone() for k, v in start.items()}
-    trained = fine_tune([POSITIVE, NEGATIVE] * 2, ["positive", "negative"] * 2, config, device, False)
+    trained = BertClassifier.train([POSITIVE, NEGATIVE] * 2, ["positive", "negative"] * 2, config, device, False)
     after = trained.model.state_dict()
     assert torch.equal(after["bert.embeddings.word_embeddings.weight"], start["bert.embeddings.word_embeddings.weight"])
     assert torch.equal(after["bert.encoder.layer.5.output.dense.weight"], start["bert.encoder.layer.5.output.dense.weight"])
@@ -115,7 +107,7 @@ def test_head_and_tail_keeps_both_ends():
 
 
 def test_long_reviews_fit_the_window():
-    config = TrainConfig(base_model=MINILM, max_length=32)
+    config = BertConfig(base_model=MINILM, max_length=32)
     classifier = BertClassifier.pretrained(config, resolve_device("cpu"))
     ids = classifier.encoder.ids(["word " * 300, "short"])
     assert len(ids[0]) == 32 and ids[0][0] == classifier.tokenizer.cls_token_id

@@ -17,9 +17,9 @@ from app.settings import Settings
 from tests.web_fixtures import (  # noqa: F401
     XSS_IMG,
     XSS_SCRIPT,
-    AsyncFakeAnalyzer,
     FakeAnalyzer,
     labeled,
+    use_analyzer,
     web_app,
     web_client,
     web_database,
@@ -374,12 +374,12 @@ def test_static_files_are_served(web_client):
 # --- /analyze -------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=[FakeAnalyzer, AsyncFakeAnalyzer], ids=["sync", "async"])
-def analyzer_client(web_database, request):
-    app = create_app(Settings(database_url=web_database))
-    app.state.analyzer = request.param()
+@pytest.fixture
+def analyzer_client(web_database):
+    app = create_app(Settings(database_url=web_database, max_text_chars=10_000))
+    analyzer = use_analyzer(app, FakeAnalyzer())
     with TestClient(app) as client:
-        yield client, app.state.analyzer
+        yield client, analyzer
 
 
 def test_analyze_shows_both_models_and_highlights(analyzer_client):

@@ -133,14 +133,13 @@ def test_bad_settings_are_reported(tmp_path, capsys):
 @pytest.mark.parametrize("flag", ["--seed", "--titles"])
 def test_rebuild_with_other_settings_is_refused(tmp_path, real_subset_archive, capsys, flag):
     from app.db import Run, make_engine, migrate, session_scope
-    from app.pipeline import build_config
     from app.settings import Settings
 
     settings = Settings(data_dir=tmp_path / "data")
     engine = make_engine(settings.database)
     migrate(engine)
     with session_scope(engine) as session:
-        session.add(Run(config=build_config(settings), steps={"data": {"seconds": 1}}, counts={}, metrics={}))
+        session.add(Run(config=settings.build_config(), steps={"data": {"seconds": 1}}, counts={}, metrics={}))
     assert main(build_args(tmp_path, real_subset_archive)[:5] + [flag, "7"]) == 1
     assert "was built with other settings" in capsys.readouterr().err
 
@@ -171,9 +170,10 @@ def test_build_on_postgresql(tmp_path, real_subset_archive):
 def test_a_corrupt_model_is_named_with_what_to_do(tmp_path):
     from app.pipeline import BuildError, Pipeline
     from app.settings import Settings
+    from app.steps import STEPS
 
     model_dir = tmp_path / "models" / "nbsvm"
     model_dir.mkdir(parents=True)
     (model_dir / "model.joblib").write_bytes(b"not a model")
     with pytest.raises(BuildError, match=r"The NB-SVM model in .*nbsvm cannot be loaded .*delete that folder"):
-        Pipeline(Settings(data_dir=tmp_path)).model("nbsvm")
+        Pipeline(Settings(data_dir=tmp_path), STEPS).model("nbsvm")

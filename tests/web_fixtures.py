@@ -30,6 +30,7 @@ from app.db import (
     migrate,
     session_scope,
 )
+from app.deps import get_analyzer
 from app.main import create_app
 from app.settings import Settings
 
@@ -378,12 +379,14 @@ def labeled(reviews):
 
 
 class FakeAnalyzer:
-    """Stands in for the models behind ``app.state.analyzer`` (the JSON API's collaborator).
+    """Stands in for the models behind the pages and the JSON API (``app.analysis.Analyzer``).
 
     Splits the text into sentences and scores each by a few cue words, the way the real
     analyzer answers: both models' predictions and per-sentence weights with spans.
+    Put it in an app with ``use_analyzer``.
     """
 
+    problem = None
     CUES = {"good": 1.0, "great": 1.0, "love": 1.0, "loved": 1.0, "bad": -1.0, "boring": -1.0, "worst": -1.0, "not": -0.5}
 
     def __init__(self):
@@ -394,7 +397,16 @@ class FakeAnalyzer:
         score = sum(self.CUES.get(word, 0.0) for word in words)
         return round(0.3 * score * (0.5 if model == "nbsvm" else 1.0) + 0.01, 3)
 
-    def analyze(self, texts: list[str], explain: bool) -> list[dict]:
+    def info(self) -> dict:
+        return {"device": "none (a stand-in)"}
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
         import re
 
         self.calls.append((texts, explain))
@@ -418,6 +430,7 @@ class FakeAnalyzer:
         return results
 
 
-class AsyncFakeAnalyzer(FakeAnalyzer):
-    async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
-        return FakeAnalyzer.analyze(self, texts, explain)
+def use_analyzer(app, analyzer: FakeAnalyzer) -> FakeAnalyzer:
+    """Make ``app`` analyse with ``analyzer`` instead of its models."""
+    app.dependency_overrides[get_analyzer] = lambda: analyzer
+    return analyzer

@@ -12,6 +12,7 @@ from fastapi.openapi.utils import get_openapi
 from app.api import health, movies, predict, reviews
 from app.api.errors import install_error_handlers
 from app.api.guard import ApiGuard
+from app.settings import Settings
 
 
 def install(app: FastAPI) -> None:
@@ -28,15 +29,41 @@ def install(app: FastAPI) -> None:
             schema = get_openapi(
                 title=app.title, version=app.version, description=app.description, routes=app.routes
             )
-            components = schema.get("components", {}).get("schemas", {})
-            texts = components.get("PredictRequest", {}).get("properties", {}).get("texts")
-            if texts is not None:
-                texts.update(minItems=1, maxItems=settings.max_texts)
-                texts.setdefault("items", {}).update(minLength=1, maxLength=settings.max_text_chars)
-            text = components.get("ReviewRequest", {}).get("properties", {}).get("text")
-            if text is not None:
-                text.update(minLength=1, maxLength=settings.max_text_chars)
+            summaries_from_docstrings(schema)
+            document_limits(schema, settings)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi
+
+
+def summaries_from_docstrings(schema: dict) -> None:
+    """Each operation's summary is the first paragraph of its route's docstring, the rest its description."""
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            summary, _, description = operation.get("description", "").partition("\n\n")
+            if summary:
+                operation["summary"] = summary.rstrip(".")
+                operation["description"] = description
+
+
+def document_limits(schema: dict, settings: Settings) -> None:
+    """Write the size limits of ``settings`` into the OpenAPI ``schema``: bounds and descriptions."""
+    chars, most = settings.max_text_chars, settings.max_texts
+    components = schema.get("components", {}).get("schemas", {})
+    if texts := components.get("PredictRequest", {}).get("properties", {}).get("texts"):
+        texts.update(minItems=1, maxItems=most)
+        texts.setdefault("items", {}).update(minLength=1, maxLength=chars)
+        texts["description"] = (
+            f"Review texts, 1 to {most:,} (TEXTFLIX_MAX_TEXTS), each non-blank and at most "
+            f"{chars:,} characters (TEXTFLIX_MAX_TEXT_CHARS)."
+        )
+    if text := components.get("ReviewRequest", {}).get("properties", {}).get("text"):
+        text.update(minLength=1, maxLength=chars)
+        text["description"] = f"The review, non-blank, at most {chars:,} characters (TEXTFLIX_MAX_TEXT_CHARS)."
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            for parameter in operation.get("parameters", ()):
+                if parameter.get("name") == "per_page":
+                    parameter["schema"]["maximum"] = settings.max_per_page
+                    parameter["description"] = f"Items per page, at most {settings.max_per_page:,}."

@@ -20,11 +20,11 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 
-from app.pages import DatabaseUnavailable
+from app.db import display_url
+from app.deps import DatabaseUnavailable, ModelsUnavailable
 
 log = logging.getLogger("textflix")
 API_PREFIX = "/api/"
@@ -118,6 +118,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, error: ApiError) -> Response:
         return error_response(error.status, error.problems, error.headers)
 
+    async def models_unavailable(request: Request, error: ModelsUnavailable) -> Response:
+        return error_response(503, [problem(None, f"Live analysis is unavailable: {error}")])
+
     async def invalid_request(request: Request, error: RequestValidationError) -> Response:
         if _is_api(request):
             return error_response(422, validation_problems(error))
@@ -140,7 +143,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def database_error(request: Request, error: SQLAlchemyError) -> Response:
         if _is_api(request):
-            url = make_url(request.app.state.settings.database).render_as_string(hide_password=True)
+            url = display_url(request.app.state.settings.database)
             log.error("Database %s failed on %s %s: %s", url, request.method, request.url.path, error)
             message = "The database cannot be read or written right now; the server log has the details."
             return error_response(503, [problem(None, message)])
@@ -152,6 +155,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return PlainTextResponse("Internal Server Error", status_code=500)
 
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(ModelsUnavailable, models_unavailable)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(DatabaseUnavailable, database_unavailable)
@@ -159,8 +163,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, server_error)
 
 
-# Documented error responses of the API routes (OpenAPI).
 def error_responses(*statuses: int) -> dict:
+    """The documented (OpenAPI) error responses of a route or router."""
     from app.schemas import ErrorResponse
 
     descriptions = {
@@ -174,3 +178,7 @@ def error_responses(*statuses: int) -> dict:
         503: "The models are not loaded, or the database cannot be reached.",
     }
     return {status: {"model": ErrorResponse, "description": descriptions[status]} for status in statuses}
+
+
+# What the guard (``app.api.guard``) answers on the POST routes before they run.
+GUARD_ERRORS = error_responses(400, 401, 403, 413, 415)

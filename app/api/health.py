@@ -2,39 +2,47 @@
 
 import logging
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.db import MODELS
+from app.analysis import Analyzer
+from app.db import display_url
+from app.deps import get_analyzer, get_settings
 from app.schemas import Health
+from app.settings import Settings
+from model.names import MODELS
 
 router = APIRouter(prefix="/api", tags=["health"])
 log = logging.getLogger("textflix")
 
 
-@router.get("/health", response_model=Health, response_model_exclude_none=True, summary="Health check")
-def health(request: Request) -> dict:
-    state = request.app.state
-    reachable = False
-    if state.engine is not None:
-        try:
-            with state.engine.connect() as connection:
-                connection.execute(text("SELECT 1 FROM runs LIMIT 1"))
-            reachable = True
-        except SQLAlchemyError as error:
-            url = make_url(state.settings.database).render_as_string(hide_password=True)
-            log.error("Database %s is not readable: %s", url, error)
-    analyzer = getattr(state, "analyzer", None)
-    info = analyzer.info() if analyzer is not None and hasattr(analyzer, "info") else {}
-    settings = state.settings
+def database_reachable(request: Request, settings: Settings) -> bool:
+    engine = request.app.state.engine
+    if engine is None:
+        return False
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1 FROM runs LIMIT 1"))
+    except SQLAlchemyError as error:
+        log.error("Database %s is not readable: %s", display_url(settings.database), error)
+        return False
+    return True
+
+
+@router.get("/health", response_model=Health, response_model_exclude_none=True)
+def health(
+    request: Request, settings: Settings = Depends(get_settings), analyzer: Analyzer = Depends(get_analyzer)
+) -> dict:
+    """Health check: database reachable, models loaded, on which device."""
+    reachable = database_reachable(request, settings)
+    loaded = analyzer.problem is None
     return {
-        "status": "ok" if reachable and analyzer is not None else "degraded",
+        "status": "ok" if reachable and loaded else "degraded",
         "database": "ok" if reachable else "unavailable",
-        "models": {name: analyzer is not None for name in MODELS},
-        "models_problem": getattr(state, "models_problem", None) if analyzer is None else None,
-        "device": info.get("device"),
+        "models": {name: loaded for name in MODELS},
+        "models_problem": analyzer.problem,
+        "device": analyzer.info().get("device"),
         "batch_window_ms": settings.batch_window_ms,
         "batching": settings.batch_window_ms > 0,
     }

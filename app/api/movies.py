@@ -8,61 +8,60 @@ from sqlalchemy.orm import Session
 
 from app import queries
 from app.api.errors import ApiError, error_responses
-from app.pages import get_session
+from app.api.inputs import IDENTIFIER_MAX_CHARS, check_page_size
+from app.deps import get_session, get_settings
 from app.schemas import MovieDetail, MovieList
+from app.settings import Settings
 from app.view import SORTS, View
 
-router = APIRouter(prefix="/api", tags=["catalogue"])
+router = APIRouter(prefix="/api", tags=["catalogue"], responses=error_responses(422, 503))
 Sort = Literal[SORTS]  # type: ignore[valid-type]
 Page = Annotated[int, Query(ge=1, le=1_000_000, description="Page number, from 1.")]
-PerPage = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
+PerPage = Annotated[int, Query(ge=1, description="Items per page, at most TEXTFLIX_MAX_PER_PAGE.")]
 
 
-def paginate(items: list, page: int, per_page: int) -> tuple[list, dict]:
+def paginate(items: list, page: int, per_page: int, settings: Settings) -> tuple[list, dict]:
+    check_page_size(per_page, settings)
     total = len(items)
     start = (page - 1) * per_page
     info = {"page": page, "per_page": per_page, "total": total, "pages": max(1, math.ceil(total / per_page))}
     return items[start : start + per_page], info
 
 
-@router.get(
-    "/movies",
-    response_model=MovieList,
-    responses=error_responses(422, 503),
-    summary="The catalogue titles with both models' statistics",
-)
+@router.get("/movies", response_model=MovieList)
 def list_movies(
     sort: Annotated[Sort, Query(description="As on the dashboard: most reviews, title, most positive, ...")] = "reviews",
     page: Page = 1,
     per_page: PerPage = 50,
     session: Session = Depends(get_session),
+    settings: Settings = Depends(get_settings),
 ) -> dict:
-    """Every catalogue title as a dashboard card (metadata, review count, per-model
+    """The catalogue titles with both models' statistics.
+
+    Every catalogue title as a dashboard card (metadata, review count, per-model
     sentiment and accuracy), sorted as on the dashboard, with the summary of all reviews."""
     view = View(analyze=True, accuracy=True, compare=True, sort=sort)
     data = queries.dashboard(session, view)
-    titles, pagination = paginate(data["titles"], page, per_page)
+    titles, pagination = paginate(data["titles"], page, per_page, settings)
     return {"sort": view.effective_sort, "summary": data["summary"], "titles": titles, "pagination": pagination}
 
 
-@router.get(
-    "/movies/{title_id}",
-    response_model=MovieDetail,
-    responses=error_responses(404, 422, 503),
-    summary="One title: metadata, per-model statistics, its reviews",
-)
+@router.get("/movies/{title_id}", response_model=MovieDetail, responses=error_responses(404))
 def get_movie(
-    title_id: Annotated[str, Path(max_length=64)],
+    title_id: Annotated[str, Path(max_length=IDENTIFIER_MAX_CHARS)],
     page: Page = 1,
     per_page: PerPage = 20,
     wrong: Annotated[bool, Query(description="Only reviews some model gets wrong.")] = False,
     session: Session = Depends(get_session),
+    settings: Settings = Depends(get_settings),
 ) -> dict:
-    """Metadata, the per-model statistics of all its reviews, the key sentences, and its
+    """One title: metadata, per-model statistics, its reviews.
+
+    Metadata, the per-model statistics of all its reviews, the key sentences, and its
     reviews (user reviews included) with predictions and sentence weights, paginated."""
     view = View(analyze=True, accuracy=True, compare=True, wrong=wrong)
     data = queries.movie_page(session, title_id, view)
     if data is None:
         raise ApiError.one(404, "title_id", f"There is no title {title_id!r} in the catalogue.")
-    data["reviews"], data["pagination"] = paginate(data["reviews"], page, per_page)
+    data["reviews"], data["pagination"] = paginate(data["reviews"], page, per_page, settings)
     return data

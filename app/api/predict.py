@@ -1,12 +1,15 @@
 """POST /api/predict: both models on a batch of texts, optionally explained; nothing is stored."""
 
-from fastapi import APIRouter, Request, Security
+from fastapi import APIRouter, Depends, Security
 
-from app.api.deps import bearer, check_texts, require_analyzer, run_analysis
-from app.api.errors import error_responses
+from app.analysis import Analyzer
+from app.api.errors import GUARD_ERRORS, error_responses
+from app.api.inputs import bearer, check_texts
+from app.deps import get_analyzer, get_settings, require_models
 from app.schemas import PredictRequest, PredictResponse
+from app.settings import Settings
 
-router = APIRouter(prefix="/api", tags=["analysis"])
+router = APIRouter(prefix="/api", tags=["analysis"], responses=error_responses(422, 503))
 
 
 @router.post(
@@ -14,13 +17,16 @@ router = APIRouter(prefix="/api", tags=["analysis"])
     response_model=PredictResponse,
     response_model_exclude_none=True,
     dependencies=[Security(bearer)],
-    responses=error_responses(400, 401, 403, 413, 415, 422, 503),
-    summary="Predict the sentiment of up to 64 texts",
+    responses=GUARD_ERRORS,
 )
-async def predict(body: PredictRequest, request: Request) -> dict:
-    """One result per text, in order: each model's label and positive probability, and with
+async def predict(
+    body: PredictRequest, settings: Settings = Depends(get_settings), analyzer: Analyzer = Depends(get_analyzer)
+) -> dict:
+    """Predict the sentiment of a batch of texts.
+
+    One result per text, in order: each model's label and positive probability, and with
     `explain` the sentences with their character spans and LIME weight per model.
     Concurrent requests are batched together for the models."""
-    check_texts(body.texts, request.app.state.settings)
-    analyzer = require_analyzer(request)
-    return {"results": await run_analysis(analyzer, body.texts, body.explain)}
+    check_texts(body.texts, settings)
+    require_models(analyzer)
+    return {"results": await analyzer.analyze(body.texts, body.explain)}

@@ -1,5 +1,6 @@
 """POST /api/reviews (analyse, and store with a title) and GET /api/reviews/{id}."""
 
+import threading
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response, Security
@@ -7,23 +8,18 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app import queries
-from app.api.deps import bearer, check_string, require_analyzer, run_analysis, text_problems
-from app.api.errors import ApiError, error_responses
-from app.pages import DatabaseUnavailable, get_session
+from app.analysis import Analyzer
+from app.api.errors import GUARD_ERRORS, ApiError, error_responses
+from app.api.inputs import bearer, check_string, text_problems
+from app.deps import get_analyzer, get_engine, get_session, get_settings, get_write_lock, require_models
 from app.schemas import ReviewDetail, ReviewRequest, ReviewResult
+from app.settings import Settings
 from app.store import catalogue_title_exists, store_user_review
 from app.view import View
 
-router = APIRouter(prefix="/api", tags=["reviews"])
+router = APIRouter(prefix="/api", tags=["reviews"], responses=error_responses(422, 503))
 FULL_VIEW = View(analyze=True, accuracy=True, compare=True)
 MAX_ID = 2**63 - 1
-
-
-def _engine(request: Request):
-    engine = request.app.state.engine
-    if engine is None:
-        raise DatabaseUnavailable(request.app.state.database_problem or "No database.")
-    return engine
 
 
 @router.post(
@@ -31,28 +27,32 @@ def _engine(request: Request):
     status_code=201,
     response_model=ReviewResult,
     dependencies=[Security(bearer)],
-    responses={
-        200: {"model": ReviewResult, "description": "Analysed and not stored (no `title_id`)."},
-        **error_responses(400, 401, 403, 413, 415, 422, 503),
-    },
-    summary="Analyse a review, and store it under a title",
+    responses={200: {"model": ReviewResult, "description": "Analysed and not stored (no `title_id`)."}, **GUARD_ERRORS},
 )
-async def post_review(body: ReviewRequest, request: Request, response: Response) -> dict:
-    """Both models' predictions and sentence-level explanations of one review. With a
+async def post_review(
+    body: ReviewRequest,
+    request: Request,
+    response: Response,
+    settings: Settings = Depends(get_settings),
+    analyzer: Analyzer = Depends(get_analyzer),
+    write_lock: threading.Lock = Depends(get_write_lock),
+) -> dict:
+    """Analyse a review, and store it under a title.
+
+    Both models' predictions and sentence-level explanations of one review. With a
     `title_id` the review is stored (source `user`, shown with the catalogue), committed
     before the answer, which is **201** with its id and URL; without one, nothing is stored
     and the answer is 200."""
-    settings = request.app.state.settings
     problems = text_problems("text", body.text, settings)
     if problems:
         raise ApiError(422, problems)
     check_string("title_id", body.title_id)
-    analyzer = require_analyzer(request)
+    require_models(analyzer)
     if body.title_id is not None:
-        engine = _engine(request)
+        engine = get_engine(request)  # only a review to store needs the database
         if not await run_in_threadpool(catalogue_title_exists, engine, body.title_id):
             raise ApiError.one(422, "title_id", f"There is no title {body.title_id!r} in the catalogue.")
-    [result] = await run_analysis(analyzer, [body.text], True)
+    [result] = await analyzer.analyze([body.text], True)
     answer = {**result, "stored": False, "title_id": body.title_id, "label": body.label}
     if body.label is not None:
         for prediction in answer["predictions"].values():
@@ -60,24 +60,17 @@ async def post_review(body: ReviewRequest, request: Request, response: Response)
     if body.title_id is None:
         response.status_code = 200
         return answer
-    review_id = await run_in_threadpool(
-        store_user_review, engine, request.app.state.write_lock, body.text, body.title_id, body.label, result
-    )
+    review_id = await run_in_threadpool(store_user_review, engine, write_lock, body.text, body.title_id, body.label, result)
     answer.update(stored=True, id=review_id, url=f"/reviews/{review_id}", api_url=f"/api/reviews/{review_id}")
     response.headers["Location"] = answer["api_url"]
     return answer
 
 
-@router.get(
-    "/reviews/{review_id}",
-    response_model=ReviewDetail,
-    responses=error_responses(404, 422, 503),
-    summary="One catalogue review with both models and its explanations",
-)
-def get_review(
-    review_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: Session = Depends(get_session)
-) -> dict:
-    """Text, gold label (if any), each model's prediction, the sentences with their spans
+@router.get("/reviews/{review_id}", response_model=ReviewDetail, responses=error_responses(404))
+def get_review(review_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: Session = Depends(get_session)) -> dict:
+    """One catalogue review with both models and its explanations.
+
+    Text, gold label (if any), each model's prediction, the sentences with their spans
     and per-model LIME weights, NB-SVM's word weights and the explanation records."""
     page = queries.review_page(session, review_id, FULL_VIEW)
     if page is None:

@@ -1,13 +1,11 @@
-"""What the API routes share: the analyzer, input limits, documented auth."""
+"""Checks of the API's input against the limits in the settings, and the documented auth."""
 
-import inspect
-
-from fastapi import Request
 from fastapi.security import HTTPBearer
-from starlette.concurrency import run_in_threadpool
 
 from app.api.errors import ApiError, problem
 from app.settings import Settings
+
+IDENTIFIER_MAX_CHARS = 64  # title ids and other short string fields
 
 # Documents the bearer token in OpenAPI (/docs has an "Authorize" button). The check itself
 # is done by ``app.api.guard.ApiGuard`` before the body is read, so this never refuses.
@@ -42,7 +40,7 @@ def check_texts(texts: list[str], settings: Settings) -> None:
         raise ApiError(422, problems)
 
 
-def check_string(field: str, value: str | None, max_chars: int = 64) -> None:
+def check_string(field: str, value: str | None, max_chars: int = IDENTIFIER_MAX_CHARS) -> None:
     """Short identifier fields: a sane length and valid Unicode."""
     if value is None:
         return
@@ -54,19 +52,7 @@ def check_string(field: str, value: str | None, max_chars: int = 64) -> None:
         raise ApiError.one(422, field, "Invalid Unicode (a lone surrogate).") from None
 
 
-def require_analyzer(request: Request):
-    analyzer = getattr(request.app.state, "analyzer", None)
-    if analyzer is None:
-        reason = getattr(request.app.state, "models_problem", None) or "The models are not loaded."
-        raise ApiError.one(503, None, f"Live analysis is unavailable: {reason}")
-    return analyzer
-
-
-async def run_analysis(analyzer, texts: list[str], explain: bool) -> list[dict]:
-    """``analyzer.analyze`` whether it is a coroutine or a plain (blocking) function."""
-    if inspect.iscoroutinefunction(analyzer.analyze):
-        return await analyzer.analyze(texts, explain)
-    results = await run_in_threadpool(analyzer.analyze, texts, explain)
-    if inspect.isawaitable(results):
-        results = await results
-    return results
+def check_page_size(per_page: int, settings: Settings) -> None:
+    limit = settings.max_per_page
+    if per_page > limit:
+        raise ApiError.one(422, "per_page", f"At most {limit} items per page; got {per_page:,}.", limit)

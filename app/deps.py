@@ -1,0 +1,55 @@
+"""What the pages and the JSON API share: settings, the database, the analyzer.
+
+Routes take them as FastAPI dependencies; ``app.main`` puts them on ``app.state`` at
+start-up. Tests swap the analyzer with ``app.dependency_overrides[get_analyzer]``.
+"""
+
+import threading
+from collections.abc import Iterator
+
+from fastapi import Depends, Request
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from app.analysis import Analyzer
+from app.settings import Settings
+
+
+class DatabaseUnavailable(Exception):
+    """The database is missing or unreadable; the message says how to build it."""
+
+
+class ModelsUnavailable(Exception):
+    """The models are not loaded, so nothing can be analysed; the message says why."""
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_engine(request: Request) -> Engine:
+    engine = request.app.state.engine
+    if engine is None:
+        raise DatabaseUnavailable(request.app.state.database_problem)
+    return engine
+
+
+def get_session(engine: Engine = Depends(get_engine)) -> Iterator[Session]:
+    with Session(engine) as session:
+        yield session
+
+
+def get_write_lock(request: Request) -> threading.Lock:
+    """Serialises the server's writes (SQLite takes one writer at a time)."""
+    return request.app.state.write_lock
+
+
+def get_analyzer(request: Request) -> Analyzer:
+    """The analyzer, loaded or not (``Analyzer.problem`` says why not)."""
+    return request.app.state.analyzer
+
+
+def require_models(analyzer: Analyzer) -> None:
+    """``ModelsUnavailable`` when the analyzer's models are not loaded (checked after the input)."""
+    if analyzer.problem is not None:
+        raise ModelsUnavailable(analyzer.problem)

@@ -1,0 +1,242 @@
+"""The steps of ``textflix build``, in order: data, one training step per model, predict,
+explain, evaluate, learning curve (``STEPS``). ``app.pipeline`` runs them.
+
+The per-review steps (predict, explain) find the reviews that still lack their rows and
+commit in small batches, so a killed build redoes at most one batch.
+"""
+
+import logging
+import random
+from collections.abc import Callable
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from tqdm import tqdm
+
+from app.db import (
+    Explanation,
+    Movie,
+    Prediction,
+    Review,
+    Sentence,
+    SentenceWeight,
+    WordWeight,
+    session_scope,
+)
+from app.pipeline import Pipeline, Step
+from model import explain
+from model.artifacts import saved_fingerprint
+from model.config import LimeConfig, WordLimeConfig
+from model.data import balanced_sample
+from model.metrics import accuracy, classification_report
+from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, MODELS, SENTENCE, TRAIN, WORD, WORD_LEVEL_MODEL, label_of
+from model.sentences import split_sentences
+from model.trained import CLASSIFIERS, model_dir
+
+log = logging.getLogger("textflix")
+PREDICT_CHUNK = 256  # reviews per model call and commit in the predict step
+EXPLANATIONS = [*((model, SENTENCE) for model in MODELS), (WORD_LEVEL_MODEL, WORD)]
+
+
+class ReadData(Step):
+    name = "data"
+    reads = ("the IMDB archive", "the movie metadata TSV")
+    writes = ("movies", "reviews", "sentences", "run counts")
+
+    def prepare(self, build: Pipeline) -> None:
+        build.splits()
+
+    def run(self, build: Pipeline) -> None:
+        splits = build.splits()
+        with session_scope(build.engine) as session:
+            for title_id in sorted(splits.title_ids_used):
+                session.add(Movie(title_id=title_id, **splits.movies.get(title_id, {})))
+            for split, reviews in ((TRAIN, splits.train), (CATALOGUE, splits.catalogue), (EVAL, splits.eval)):
+                for raw in reviews:
+                    review = Review(
+                        title_id=raw.title_id, text=raw.text, label=raw.label, rating=raw.rating,
+                        split=split, source="imdb", source_key=raw.key, word_count=raw.word_count,
+                    )  # fmt: skip
+                    if split == CATALOGUE:
+                        review.sentences = sentence_rows(raw.text)
+                    session.add(review)
+        build.update_run(
+            counts={
+                "titles": len(splits.title_ids),
+                CATALOGUE: len(splits.catalogue),
+                TRAIN: len(splits.train),
+                EVAL: len(splits.eval),
+                "duplicates_dropped": splits.dropped_duplicates,
+            }
+        )
+
+
+class Train(Step):
+    """Trains one model on the training reviews; its folder carries the build's fingerprint."""
+
+    reads = ("training reviews",)
+
+    def __init__(self, model: str):
+        self.name = model
+        self.writes = (f"models/{model}",)
+
+    def up_to_date(self, build: Pipeline) -> bool:
+        return saved_fingerprint(model_dir(build.settings.models_dir, self.name)) == build.fingerprint
+
+    def run(self, build: Pipeline) -> None:
+        directory = model_dir(build.settings.models_dir, self.name)
+        if self.up_to_date(build):
+            log.info("%s already trained in %s.", DISPLAY_NAMES[self.name], directory)
+            return
+        kind = CLASSIFIERS[self.name]
+        _, texts, labels = build.training_set
+        config = build.settings.group(kind.config_type)
+        kind.train(texts, labels, config, build.device, build.progress).save(
+            directory, {"fingerprint": build.fingerprint}
+        )
+        log.info("%s trained on %d reviews, saved to %s.", DISPLAY_NAMES[self.name], len(texts), directory)
+
+
+class Predict(Step):
+    name = "predict"
+    reads = ("catalogue and evaluation reviews", "models")
+    writes = ("predictions",)
+
+    def run(self, build: Pipeline) -> None:
+        for name in MODELS:
+            with session_scope(build.engine) as session:
+                done = select(Prediction.review_id).where(Prediction.model == name)
+                todo = session.execute(
+                    select(Review.id, Review.text)
+                    .where(Review.split.in_((CATALOGUE, EVAL)), Review.id.not_in(done))
+                    .order_by(Review.id)
+                ).all()
+            bar = tqdm(total=len(todo), desc=f"Predict {name}", unit="review", disable=not build.progress)
+            for start in range(0, len(todo), PREDICT_CHUNK):
+                rows = todo[start : start + PREDICT_CHUNK]
+                p_positive = build.model(name).predict_proba([r.text for r in rows])[:, 1]
+                with session_scope(build.engine) as session:
+                    session.add_all(
+                        Prediction(review_id=r.id, model=name, label=label_of(p), p_positive=float(p))
+                        for r, p in zip(rows, p_positive)
+                    )
+                bar.update(len(rows))
+            bar.close()
+
+
+class Explain(Step):
+    name = "explain"
+    reads = ("catalogue reviews", "sentences", "models")
+    writes = ("sentence_weights", "word_weights", "explanations")
+
+    def run(self, build: Pipeline) -> None:
+        for name, level in EXPLANATIONS:
+            with session_scope(build.engine) as session:
+                done = select(Explanation.review_id).where(Explanation.model == name, Explanation.level == level)
+                todo = session.scalars(
+                    select(Review.id).where(Review.split == CATALOGUE, Review.id.not_in(done)).order_by(Review.id)
+                ).all()
+                total = session.scalar(select(func.count(Review.id)).where(Review.split == CATALOGUE))
+            log.info("LIME %s %ss: %d reviews to explain, %d already done.", name, level, len(todo), total - len(todo))
+            predict = build.model(name).predict_proba
+            for review_id in tqdm(todo, desc=f"LIME {name} {level}s", unit="review", disable=not build.progress):
+                with session_scope(build.engine) as session:
+                    store_explanation(session, session.get(Review, review_id), name, level, predict, build)
+
+
+class Evaluate(Step):
+    name = "evaluate"
+    reads = ("predictions", "gold labels")
+    writes = ("run metrics",)
+
+    def run(self, build: Pipeline) -> None:
+        metrics = {name: {} for name in MODELS}
+        with session_scope(build.engine) as session:
+            for name in MODELS:
+                for split in (EVAL, CATALOGUE):
+                    rows = session.execute(
+                        select(Review.label, Prediction.p_positive)
+                        .join(Prediction, Prediction.review_id == Review.id)
+                        .where(Review.split == split, Review.source == "imdb", Prediction.model == name)
+                    ).all()
+                    metrics[name][split] = classification_report([r.label for r in rows], [r.p_positive for r in rows])
+        build.update_run(metrics=metrics)
+
+
+class LearningCurve(Step):
+    """Evaluation accuracy against training-set size: each model retrained on balanced samples
+    of the archive's train split, the fast ones at every size, the others below --train-size."""
+
+    name = "curve"
+    reads = ("the IMDB archive", "evaluation reviews", "run metrics")
+    writes = ("run metrics: learning_curve",)
+
+    def run(self, build: Pipeline) -> None:
+        s = build.settings
+        if not s.learning_curve:
+            return
+        with session_scope(build.engine) as session:
+            evaluation = session.execute(select(Review.text, Review.label).where(Review.split == EVAL)).all()
+        texts, gold = [r.text for r in evaluation], [r.label for r in evaluation]
+        trained_at_build = build.run_record().metrics
+        pool = build.splits().train_pool
+        curve = {"sizes": [], **{name: [] for name in MODELS}}
+        for size in tqdm(sorted(set(s.learning_curve)), desc="Learning curve", disable=not build.progress):
+            if size > len(pool):
+                log.info("Learning curve: %d training reviews wanted, only %d exist; size skipped.", size, len(pool))
+                continue
+            curve["sizes"].append(size)
+            sample = balanced_sample(pool, size, random.Random(s.seed))
+            for name, kind in CLASSIFIERS.items():
+                if size == s.train_size:  # the model the build trained
+                    curve[name].append(trained_at_build[name][EVAL]["accuracy"])
+                elif size < s.train_size or kind.fast_to_train:
+                    config = s.group(kind.config_type)
+                    model = kind.train([r.text for r in sample], [r.label for r in sample], config, build.device, False)
+                    curve[name].append(accuracy(gold, model.predict_proba(texts)[:, 1]))
+                else:
+                    curve[name].append(None)
+            log.info(
+                "Learning curve at %d reviews: %s.", size,
+                ", ".join(f"{DISPLAY_NAMES[name]} {_accuracy_text(curve[name][-1])}" for name in MODELS),
+            )  # fmt: skip
+        build.update_run(metrics={"learning_curve": curve})
+
+
+def _accuracy_text(value: float | None) -> str:
+    return "not trained" if value is None else f"{value:.3f}"
+
+
+STEPS: list[Step] = [ReadData(), *(Train(model) for model in MODELS), Predict(), Explain(), Evaluate(), LearningCurve()]
+
+
+def sentence_rows(text: str) -> list[Sentence]:
+    return [
+        Sentence(position=i, start=span.start, end=span.end, text=span.text)
+        for i, span in enumerate(split_sentences(text))
+    ]
+
+
+def store_explanation(
+    session: Session, review: Review, model: str, level: str, predict: Callable, build: Pipeline
+) -> None:
+    """Explain ``review`` with LIME for ``model`` at ``level`` and add the rows to ``session``."""
+    if level == SENTENCE:
+        config = build.settings.group(LimeConfig)
+        samples = config.lime_samples
+        sentences = review.sentences
+        result = explain.explain_sentences(review.text, sentences, predict, samples, config.seed)
+        for sentence, weight in zip(sentences, result.weights):
+            session.add(SentenceWeight(sentence_id=sentence.id, model=model, weight=weight))
+    else:
+        config = build.settings.group(WordLimeConfig)
+        samples = config.word_lime_samples
+        result = explain.explain_words(review.text, predict, samples, config.seed)
+        for word, weight in zip(result.words, result.weights):
+            session.add(WordWeight(review_id=review.id, model=model, word=word[:128], weight=weight))
+    session.add(
+        Explanation(
+            review_id=review.id, model=model, level=level, samples=samples,
+            intercept=result.intercept, score=result.score,
+        )
+    )  # fmt: skip

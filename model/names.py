@@ -1,0 +1,37 @@
+"""The names every part of Textflix shares: labels, models, splits, file names.
+
+``model/`` and ``app/`` both import them from here; nothing else defines them.
+"""
+
+NEGATIVE, POSITIVE = "negative", "positive"
+# Column order of every classifier's ``predict_proba``.
+LABELS = (NEGATIVE, POSITIVE)
+# Short forms: IMDB's folder names (train/pos, train/neg), also the pages' CSS classes.
+SHORT_LABELS = {NEGATIVE: "neg", POSITIVE: "pos"}
+
+# The two models, in the order the pages show them (baseline left, BERT right).
+NBSVM, BERT = "nbsvm", "bert"
+MODELS = (NBSVM, BERT)
+MAIN_MODEL = BERT  # the model the pages show when they show one
+DISPLAY_NAMES = {NBSVM: "NB-SVM", BERT: "BERT"}
+WORD_LEVEL_MODEL = NBSVM  # the model explained word by word too (the report compared both levels)
+
+# Review.split: the role a review plays. Reviews posted by users are shown with the
+# catalogue, so they take the catalogue split (and source "user").
+TRAIN, CATALOGUE, EVAL = "train", "catalogue", "eval"
+
+# Explanation.level: one weight per sentence (both models) or per word (WORD_LEVEL_MODEL).
+SENTENCE, WORD = "sentence", "word"
+
+# What a trained model's folder holds besides its weights: labels, config, fingerprint.
+MODEL_META_FILE = "textflix.json"
+
+
+def label_of(p_positive: float) -> str:
+    """The predicted label for a probability of "positive"."""
+    return POSITIVE if p_positive >= 0.5 else NEGATIVE
+
+
+def short_label(label: str) -> str:
+    """"pos" or "neg" for a label (the CSS class of its colour)."""
+    return SHORT_LABELS[label]
