@@ -1,0 +1,66 @@
+"""A build setting is one edit: a field added to a settings group reaches the command-line
+flag, the environment variable, the run record, the check that refuses mixed builds and the
+config the model is trained with."""
+
+import json
+
+import pytest
+from pydantic import Field
+
+from app.cli import parser
+from app.pipeline import BuildError, Pipeline
+from app.settings import Settings
+from app.steps import ReadData, Train
+from model.config import NbsvmConfig
+from model.names import MODEL_META_FILE, NBSVM
+
+
+class ExtendedNbsvmConfig(NbsvmConfig):
+    nbsvm_alpha: float = Field(1.0, gt=0, description="Naive-Bayes smoothing (a setting this test adds).")
+
+
+class ExtendedSettings(ExtendedNbsvmConfig, Settings):
+    """The settings with one field more in the NB-SVM group: the copy a developer's edit makes."""
+
+
+SMALL = dict(train_size=20, titles=2, eval_size=10, learning_curve=[])
+
+
+def build(archive, data_dir, settings_type=ExtendedSettings, **values) -> Pipeline:
+    """The data and NB-SVM steps of a build with ``values``."""
+    settings = settings_type(imdb=str(archive), data_dir=data_dir, **SMALL, **values)
+    pipeline = Pipeline(settings, [ReadData(), Train(NBSVM)], progress=False)
+    pipeline.run()
+    return pipeline
+
+
+def test_the_new_field_is_a_flag_and_an_environment_variable(monkeypatch):
+    for command in ("build", "up"):
+        args = parser(ExtendedSettings).parse_args([command, "--nbsvm-alpha", "0.5"])
+        assert ExtendedSettings(**{k: v for k, v in vars(args).items() if k != "command"}).nbsvm_alpha == 0.5
+    with pytest.raises(SystemExit):  # the server does not build, so it has no such flag
+        parser(ExtendedSettings).parse_args(["serve", "--nbsvm-alpha", "0.5"])
+    monkeypatch.setenv("TEXTFLIX_NBSVM_ALPHA", "0.25")
+    assert ExtendedSettings().nbsvm_alpha == 0.25
+    assert "nbsvm_alpha" in ExtendedSettings().build_config()
+    assert "nbsvm_alpha" not in Settings().build_config()
+
+
+def test_the_new_field_reaches_the_run_record_the_model_and_the_mixed_build_check(tmp_path, real_subset_archive):
+    data = tmp_path / "data"
+    pipeline = build(real_subset_archive, data, nbsvm_alpha=0.5)
+    assert pipeline.run_record().config["nbsvm_alpha"] == 0.5
+    meta = json.loads((data / "models" / NBSVM / MODEL_META_FILE).read_text())
+    assert meta["nbsvm_alpha"] == 0.5 and meta["fingerprint"] == pipeline.fingerprint
+    with pytest.raises(BuildError, match=r"was built with other settings \(nbsvm_alpha\)"):
+        build(real_subset_archive, data, nbsvm_alpha=0.75)
+    assert build(real_subset_archive, data, nbsvm_alpha=0.5).fingerprint == pipeline.fingerprint
+
+
+def test_a_database_built_before_the_field_existed_counts_it_at_its_default(tmp_path, real_subset_archive):
+    data = tmp_path / "data"
+    before = build(real_subset_archive, data, settings_type=Settings)
+    after = build(real_subset_archive, data)  # nbsvm_alpha at its default: the same build
+    assert after.fingerprint == before.fingerprint  # so the trained model is still current
+    with pytest.raises(BuildError, match=r"\(nbsvm_alpha\)"):
+        build(real_subset_archive, data, nbsvm_alpha=2.0)
