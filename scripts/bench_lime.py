@@ -21,8 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.db import Review, make_engine, session_scope  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from model.bert import BertClassifier, resolve_device  # noqa: E402
+from model.bert import resolve_device  # noqa: E402
 from model.explain import explain_sentences  # noqa: E402
+from model.names import BERT, CATALOGUE  # noqa: E402
+from model.trained import load_trained  # noqa: E402
 
 
 def main() -> None:
@@ -35,12 +37,12 @@ def main() -> None:
     with session_scope(make_engine(settings.database)) as session:
         reviews = session.scalars(
             select(Review)
-            .where(Review.split == "catalogue")
+            .where(Review.split == CATALOGUE)
             .order_by(Review.id)
             .limit(args.reviews)
             .options(selectinload(Review.sentences))
         ).all()
-    bert = BertClassifier.load(settings.models_dir / "bert", resolve_device(settings.device))
+    bert = load_trained(BERT, settings.models_dir, resolve_device(settings.device))
     samples = settings.lime_samples
     print(f"{len(reviews)} catalogue reviews, {samples} LIME samples each, device {bert.device}")
 
