@@ -68,7 +68,7 @@ templates.env.globals.update(
     ticks_svg=render.ticks_svg,
     calibration_svg=render.calibration_svg,
     learning_curve_svg=render.learning_curve_svg,
-    MODEL_NAMES=DISPLAY_NAMES,
+    DISPLAY_NAMES=DISPLAY_NAMES,
     MODELS=MODELS,
     MAIN_MODEL=MAIN_MODEL,
     ANALYSIS_VIEW=View(analyze=True, accuracy=True, compare=True),

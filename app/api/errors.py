@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException
 
 from app.db import display_url
 from app.deps import DatabaseUnavailable, ModelsUnavailable
+from app.schemas import ErrorResponse
 
 log = logging.getLogger("textflix")
 API_PREFIX = "/api/"
@@ -165,8 +166,6 @@ def install_error_handlers(app: FastAPI) -> None:
 
 def error_responses(*statuses: int) -> dict:
     """The documented (OpenAPI) error responses of a route or router."""
-    from app.schemas import ErrorResponse
-
     descriptions = {
         400: "The body is not UTF-8, or a header is malformed.",
         401: "A token is required (TEXTFLIX_API_TOKEN is set) and the Authorization header has none.",
