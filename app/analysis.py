@@ -9,36 +9,48 @@
 
 (``sentences`` and ``explanations`` only with ``explain``.)
 
-Each model sits behind a ``MicroBatcher``: requests put their texts on an asyncio queue;
+Each model sits behind a ``MicroBatcher``: requests put their texts on a priority queue;
 one collector task takes the first, waits ``batch_window_ms`` for others (only while
-requests overlap), and runs them all as one model call in the model's own single worker thread, so the event loop never
-waits on a model and torch is never called from two threads at once. While one call
-runs, the next requests queue up and go together in the following call, so throughput
-grows with concurrency. LIME runs in a thread pool; its perturbed texts (one call per
-explanation, deduplicated) go through the same batchers, so the explanations of
-concurrent requests share model calls too.
+requests overlap), and runs them all as one model call in the model's own worker
+thread, so the event loop never waits on a model and torch is never called from two
+threads at once. A request's own texts go first; LIME's perturbed texts (one call per
+explanation, deduplicated, run in a thread pool) go in small batches behind them, so a
+short prediction never waits long behind explanations.
+
+Work is bounded: every analysis reserves its model passes (``analysis_cost``) from
+``WorkLimiter``, and beyond ``max_work_in_flight`` a request is refused at once with
+``ServerBusy`` (429 and a Retry-After) instead of queueing without end. Cancelling an
+analysis (its client went away) drops its queued texts and stops its LIME threads.
 
 The pages and the API see it through the ``Analyzer`` protocol; when the models cannot
 be loaded, ``NoModels`` stands in and says why.
 """
 
 import asyncio
+import collections
+import concurrent.futures
+import heapq
+import itertools
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from typing import Protocol
 
 import numpy as np
 
+from app.errors import ServerBusy
 from app.settings import Settings
-from model.names import MODELS, label_of
+from model.names import DISPLAY_NAMES, MODELS, label_of
 from model.sentences import Span, split_sentences
 
 log = logging.getLogger("textflix")
 ProbaFn = Callable[[list[str]], np.ndarray]
-LIME_WAIT_S = 600.0  # a LIME thread gives up on a model call after this long (server stopping)
+URGENT, BACKGROUND = 0, 1  # a request's own texts; LIME's perturbed texts
+FULL_TEXT_CHARS = 1000  # about the characters that fill BERT's window: a text this long counts as 1 in a LIME batch
 
 
 def sentence_spans(text: str) -> list[Span]:
@@ -55,27 +67,72 @@ def finite(value: float) -> float:
     return float(value) if math.isfinite(value) else 0.0
 
 
+def analysis_cost(texts: Sequence[str], explain: bool, lime_samples: int) -> int:
+    """Model passes an analysis may need per model: each text once, and LIME's samples for each explained text."""
+    return len(texts) * (1 + (lime_samples if explain else 0))
+
+
+class WorkLimiter:
+    """Admits analyses while their model passes in flight stay within ``capacity``."""
+
+    WINDOW_S = 30.0  # throughput, for Retry-After, is measured over this many seconds
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.in_flight = 0
+        self._done: collections.deque[tuple[float, int]] = collections.deque()
+
+    @asynccontextmanager
+    async def admit(self, cost: int):
+        if self.in_flight + cost > self.capacity:
+            raise ServerBusy(
+                f"The server is busy with {self.in_flight:,} model passes of other analyses; this one needs "
+                f"{cost:,} and the limit is {self.capacity:,} (TEXTFLIX_MAX_WORK_IN_FLIGHT). Retry shortly.",
+                self.retry_after(cost),
+            )
+        self.in_flight += cost
+        try:
+            yield
+            self._done.append((time.monotonic(), cost))
+        finally:
+            self.in_flight -= cost
+
+    def retry_after(self, cost: int) -> int:
+        """Seconds until ``cost`` is likely to fit, from the throughput of the last half minute."""
+        now = time.monotonic()
+        while self._done and self._done[0][0] < now - self.WINDOW_S:
+            self._done.popleft()
+        rate = sum(units for _, units in self._done) / self.WINDOW_S
+        excess = self.in_flight + cost - self.capacity
+        return 5 if rate == 0 else max(1, min(60, math.ceil(excess / rate)))
+
+
 class MicroBatcher:
     """Gathers concurrent calls of one model into batched calls in one worker thread.
 
-    ``await batcher(texts)`` returns the model's class probabilities, one row per text.
-    The first waiting call opens a batch; the collector then waits ``window_s`` seconds
-    (0: batching off, one call per request) and takes every call queued by then, up to
-    ``max_texts`` texts, deduplicates the texts and runs the model once. The window is
-    waited only while calls overlap (the last batch had several, or more are queued), so
-    a lone request at low load pays no delay; calls that arrive while the model is busy
-    queue up and go together in the next batch either way.
+    ``await batcher(texts, priority)`` returns the model's class probabilities, one row
+    per text. The collector takes the most urgent waiting call; a batch of URGENT calls
+    then waits ``window_s`` seconds (0: batching off, one call per request) for more
+    and takes every URGENT call queued by then, up to ``max_texts`` texts. BACKGROUND
+    calls are cut into batches of at most ``background_texts`` full-length texts (shorter
+    texts count for less), so that a model call, which cannot be interrupted, stays short
+    and an URGENT call waits for at most one of them. The window is waited only while calls
+    overlap (the last batch had several, or more are queued), so a lone request at low
+    load pays no delay. Texts are deduplicated within a batch; cancelled calls are dropped.
     """
 
-    def __init__(self, name: str, predict: ProbaFn, window_s: float, max_texts: int):
+    def __init__(self, name: str, predict: ProbaFn, window_s: float, max_texts: int, background_texts: int = 32):
         self.name = name
         self.predict = predict
         self.window_s = window_s
         self.max_texts = max_texts
+        self.background_texts = background_texts
         self.calls = 0  # model calls made, and texts sent to the model (after dedup)
         self.texts = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue | None = None
+        self._waiting: list[tuple[int, int, list[str], asyncio.Future]] = []  # a heap: most urgent, then oldest
+        self._arrived: asyncio.Event | None = None
+        self._order = itertools.count()
         self._task: asyncio.Task | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._in_flight: list[tuple[list[str], asyncio.Future]] = []
@@ -88,34 +145,50 @@ class MicroBatcher:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"textflix-{self.name}")
         self._loop = loop
-        self._queue = asyncio.Queue()
+        self._arrived = asyncio.Event()
         self._task = loop.create_task(self._collect(), name=f"textflix-batcher-{self.name}")
 
-    async def __call__(self, texts: Sequence[str]) -> np.ndarray:
+    async def __call__(self, texts: Sequence[str], priority: int = URGENT) -> np.ndarray:
         texts = list(texts)
         if not texts:
             return np.empty((0, 2), dtype=np.float32)
         self._ensure_started()
-        future = self._loop.create_future()
-        self._queue.put_nowait((texts, future))
-        return await future
+        futures = []
+        for chunk in [texts] if priority == URGENT else self._chunks(texts):
+            futures.append(self._loop.create_future())
+            heapq.heappush(self._waiting, (priority, next(self._order), chunk, futures[-1]))
+        self._arrived.set()
+        return np.concatenate(await asyncio.gather(*futures))
+
+    def _chunks(self, texts: list[str]) -> list[list[str]]:
+        """BACKGROUND texts in pieces of at most one batch, so that URGENT calls can go in between."""
+        chunks, size = [[]], 0.0
+        for text in texts:
+            weight = self._weight([text], BACKGROUND)
+            if chunks[-1] and size + weight > self.background_texts:
+                chunks.append([])
+                size = 0.0
+            chunks[-1].append(text)
+            size += weight
+        return chunks
+
+    def _weight(self, texts: list[str], priority: int) -> float:
+        if priority == URGENT:
+            return len(texts)
+        return sum(min(1.0, len(text) / FULL_TEXT_CHARS) for text in texts)
 
     async def _collect(self) -> None:
-        queue = self._queue
-        loop = asyncio.get_running_loop()
+        waiting, loop = self._waiting, asyncio.get_running_loop()
         while True:
-            batch = [await queue.get()]
-            size = len(batch[0][0])
-            if self.window_s > 0:
+            while not waiting:
+                self._arrived.clear()
+                await self._arrived.wait()
+            priority = waiting[0][0]
+            if priority == URGENT and self.window_s > 0 and (self._contended or len(waiting) > 1):
                 # Wait for company only while requests overlap: a lone request at low load goes
                 # straight to the model instead of paying the window.
-                if size < self.max_texts and (self._contended or not queue.empty()):
-                    await asyncio.sleep(self.window_s)
-                while size < self.max_texts and not queue.empty():
-                    item = queue.get_nowait()
-                    batch.append(item)
-                    size += len(item[0])
-            live = [item for item in batch if not item[1].done()]
+                await asyncio.sleep(self.window_s)
+            live = self._take_batch(waiting[0][0])
             if not live:
                 continue
             self._in_flight = live
@@ -123,7 +196,22 @@ class MicroBatcher:
                 await self._run(live, loop)
             finally:
                 self._in_flight = []
-            self._contended = len(live) > 1 or not queue.empty()
+            self._contended = len(live) > 1 or bool(waiting)
+
+    def _take_batch(self, priority: int) -> list[tuple[list[str], asyncio.Future]]:
+        """The calls at the head of the queue that fit in one batch of ``priority``, cancelled ones dropped."""
+        limit = self.max_texts if priority == URGENT else self.background_texts
+        batch, size = [], 0.0
+        while self._waiting and self._waiting[0][0] == priority:
+            _, _, texts, future = self._waiting[0]
+            weight = self._weight(texts, priority)
+            if batch and (size + weight > limit or self.window_s == 0):  # window 0: batching off
+                break
+            heapq.heappop(self._waiting)
+            if not future.done():
+                batch.append((texts, future))
+                size += weight
+        return batch
 
     async def _run(self, live: list[tuple[list[str], asyncio.Future]], loop: asyncio.AbstractEventLoop) -> None:
         """One model call for every caller in ``live``; each caller gets its rows or the error."""
@@ -157,8 +245,8 @@ class MicroBatcher:
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
-        while self._queue is not None and not self._queue.empty():
-            pending.append(self._queue.get_nowait())
+        pending += [(texts, future) for _, _, texts, future in self._waiting]
+        self._waiting.clear()
         for _, future in pending:
             if not future.done():
                 future.set_exception(RuntimeError("The server is stopping."))
@@ -216,7 +304,8 @@ def load_analyzer(settings: Settings) -> Analyzer:
         }
     except ModelUnavailable as error:
         log.error("The API cannot analyse reviews: %s The pages still serve the database.", error)
-        return NoModels(str(error))
+        # What clients are told: no paths, no exception text (those are in the log).
+        return NoModels(f"the {DISPLAY_NAMES[error.model]} model is missing or damaged; run `textflix build` to train it.")
     for predict in models.values():  # warm up (CUDA context, kernels, caches) before the first request
         predict(["A warm-up sentence. It was fine."])
     name = str(device)
@@ -226,6 +315,40 @@ def load_analyzer(settings: Settings) -> Analyzer:
         name = f"{device} ({torch.cuda.get_device_name(device)})"
     log.info("Models loaded from %s on %s in %.1f s.", settings.models_dir, name, time.perf_counter() - started)
     return ModelAnalyzer(models, settings, name)
+
+
+class LimeCall:
+    """The model calls one explanation's LIME threads make, so that they can all be cancelled."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._cancelled = threading.Event()
+        self._pending: set[concurrent.futures.Future] = set()
+        self._lock = threading.Lock()
+
+    def scorer(self, batcher: MicroBatcher) -> ProbaFn:
+        """A ``predict_proba`` for LIME (run in a LIME thread) that goes through ``batcher``."""
+
+        def predict(texts: list[str]) -> np.ndarray:
+            future = asyncio.run_coroutine_threadsafe(batcher(texts, BACKGROUND), self.loop)
+            with self._lock:
+                self._pending.add(future)
+            try:
+                if self._cancelled.is_set():
+                    future.cancel()
+                return future.result()  # CancelledError ends the LIME run once the call is cancelled
+            finally:
+                with self._lock:
+                    self._pending.discard(future)
+
+        return predict
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        with self._lock:
+            pending = list(self._pending)
+        for future in pending:
+            future.cancel()
 
 
 class ModelAnalyzer:
@@ -238,8 +361,10 @@ class ModelAnalyzer:
         self.device = device
         window = settings.batch_window_ms / 1000.0
         self.batchers = {
-            name: MicroBatcher(name, models[name], window, settings.batch_max_texts) for name in MODELS
+            name: MicroBatcher(name, models[name], window, settings.batch_max_texts, settings.lime_batch_texts)
+            for name in MODELS
         }
+        self.work = WorkLimiter(settings.max_work_in_flight)
         self._lime: ThreadPoolExecutor | None = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -261,6 +386,7 @@ class ModelAnalyzer:
             "batch_window_ms": self.settings.batch_window_ms,
             "batching": self.settings.batch_window_ms > 0,
             "model_calls": {name: b.calls for name, b in self.batchers.items()},
+            "work_in_flight": self.work.in_flight,
         }
 
     # -- analysis --------------------------------------------------------------
@@ -272,13 +398,15 @@ class ModelAnalyzer:
         return {name: p[:, 1] for name, p in zip(names, probs)}
 
     async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
+        """Both models' predictions of ``texts`` (and explanations); ``ServerBusy`` when over capacity."""
         texts = list(texts)
-        if explain:  # side by side, so the texts and LIME's samples can share model calls
-            p_positive, *explanations = await asyncio.gather(
-                self.predict(texts), *(self.explain(text) for text in texts)
-            )
-        else:
-            p_positive, explanations = await self.predict(texts), []
+        async with self.work.admit(analysis_cost(texts, explain, self.settings.lime_samples)):
+            if explain:  # side by side, so the texts and LIME's samples can share model calls
+                p_positive, *explanations = await asyncio.gather(
+                    self.predict(texts), *(self.explain(text) for text in texts)
+                )
+            else:
+                p_positive, explanations = await self.predict(texts), []
         results = []
         for index in range(len(texts)):
             predictions = {}
@@ -296,9 +424,14 @@ class ModelAnalyzer:
         loop = asyncio.get_running_loop()
         spans = await loop.run_in_executor(self._lime, sentence_spans, text)
         names = list(self.batchers)
-        results = await asyncio.gather(
-            *(loop.run_in_executor(self._lime, self._lime_one, text, spans, name, loop) for name in names)
-        )
+        call = LimeCall(loop)
+        try:
+            results = await asyncio.gather(
+                *(loop.run_in_executor(self._lime, self._lime_one, text, spans, name, call) for name in names)
+            )
+        except BaseException:  # cancelled (the client left) or failed: stop the other LIME runs too
+            call.cancel()
+            raise
         by_model = dict(zip(names, results))
         sentences = [
             {
@@ -316,13 +449,9 @@ class ModelAnalyzer:
         }
         return {"sentences": sentences, "explanations": explanations}
 
-    def _lime_one(self, text: str, spans: list[Span], name: str, loop: asyncio.AbstractEventLoop):
+    def _lime_one(self, text: str, spans: list[Span], name: str, call: LimeCall):
         """LIME for one model, in a LIME thread; the model calls go through the batcher."""
         from model.explain import explain_sentences
 
-        batcher = self.batchers[name]
-
-        def predict(texts: list[str]) -> np.ndarray:
-            return asyncio.run_coroutine_threadsafe(batcher(texts), loop).result(LIME_WAIT_S)
-
-        return explain_sentences(text, spans, predict, self.settings.lime_samples, self.settings.seed)
+        scorer = call.scorer(self.batchers[name])
+        return explain_sentences(text, spans, scorer, self.settings.lime_samples, self.settings.seed)

@@ -22,6 +22,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, sessionmaker
 
+from model.names import IMDB
+
 # SQLite: how long a writer waits for another process's write to finish (build and server alike).
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -71,7 +73,7 @@ class Review(Base):
     label: Mapped[str | None] = mapped_column(String(8))  # gold label, if known
     rating: Mapped[int | None] = mapped_column(Integer)  # 1-10 stars, IMDB reviews only
     split: Mapped[str] = mapped_column(String(16))  # model.names: TRAIN, CATALOGUE or EVAL
-    source: Mapped[str] = mapped_column(String(8), default="imdb")  # "imdb" or "user"
+    source: Mapped[str] = mapped_column(String(8), default=IMDB)  # or USER
     source_key: Mapped[str | None] = mapped_column(String(64), unique=True)  # e.g. test/pos/12_8
     word_count: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -4,6 +4,7 @@ Routes take them as FastAPI dependencies; ``app.main`` puts them on ``app.state`
 start-up. Tests swap the analyzer with ``app.dependency_overrides[get_analyzer]``.
 """
 
+import asyncio
 import threading
 from collections.abc import Iterator
 
@@ -12,15 +13,10 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from app.analysis import Analyzer
+from app.errors import ClientGone, DatabaseUnavailable, ModelsUnavailable
 from app.settings import Settings
 
-
-class DatabaseUnavailable(Exception):
-    """The database is missing or unreadable; the message says how to build it."""
-
-
-class ModelsUnavailable(Exception):
-    """The models are not loaded, so nothing can be analysed; the message says why."""
+DISCONNECT_POLL_S = 0.25  # how often a running analysis looks whether its client is still there
 
 
 def get_settings(request: Request) -> Settings:
@@ -53,3 +49,17 @@ def require_models(analyzer: Analyzer) -> None:
     """``ModelsUnavailable`` when the analyzer's models are not loaded (checked after the input)."""
     if analyzer.problem is not None:
         raise ModelsUnavailable(analyzer.problem)
+
+
+async def analyze_while_connected(request: Request, analyzer: Analyzer, texts: list[str], explain: bool) -> list[dict]:
+    """``analyzer.analyze``, cancelled as soon as the client goes away (``ClientGone``)."""
+    task = asyncio.ensure_future(analyzer.analyze(texts, explain))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                raise ClientGone()
+    finally:
+        task.cancel()

@@ -7,9 +7,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from app import api, pages
+from app import api, errors, pages
 from app.analysis import load_analyzer
 from app.db import make_engine, sqlite_path
+from app.guard import ApiGuard
 from app.settings import Settings
 
 log = logging.getLogger("textflix")
@@ -54,5 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.analyzer = None  # loaded at start-up, see lifespan
 
     pages.install(app)
-    api.install(app)  # after the pages: its error handlers wrap theirs
+    api.install(app)
+    errors.install(app)
+    app.add_middleware(ApiGuard, settings=settings)
     return app

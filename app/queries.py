@@ -10,7 +10,7 @@ A page costs a handful of queries, whatever the number of reviews.
 from collections import defaultdict
 from collections.abc import Iterable
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session, aliased
 
 from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, latest_run
@@ -19,10 +19,12 @@ from model.names import (
     CATALOGUE,
     DISPLAY_NAMES,
     EVAL,
+    IMDB,
     MAIN_MODEL,
     MODELS,
     NEGATIVE,
     POSITIVE,
+    USER,
     WORD_LEVEL_MODEL,
     short_label,
 )
@@ -37,7 +39,14 @@ def review_rows(session: Session, *conditions, text: bool = False, disagreeing: 
     ``disagreeing`` keeps only the reviews that the two models label differently.
     """
     aliases = {model: aliased(Prediction, name=f"p_{model}") for model in MODELS}
-    columns = [Review.id, Review.title_id, Review.label.label("gold"), Review.rating, Review.source]
+    columns = [
+        Review.id,
+        Review.title_id,
+        case((Review.source == IMDB, Review.label)).label("gold"),  # a user's label is no gold label
+        case((Review.source == USER, Review.label)).label("user_label"),
+        Review.rating,
+        Review.source,
+    ]
     if text:
         columns.append(Review.text)
     stmt = select(*columns)
@@ -141,6 +150,11 @@ def model_summary(rows: list[dict], model: str, accuracy: bool) -> dict:
         "bar": bar,
     }
     if accuracy:
+        user_labeled = [row for row in scored if row["user_label"] is not None]
+        summary.update(
+            user_labeled=len(user_labeled),
+            user_agree=sum(row["predictions"][model]["label"] == row["user_label"] for row in user_labeled),
+        )
         ticks = [
             {"index": index, "review_id": row["id"], "gold": row["gold"]}
             for index, row in enumerate(scored)
@@ -254,6 +268,7 @@ def review_item(row: dict, sentences: list[dict], view: View, models: Iterable[s
     if view.show_accuracy:
         item["gold"] = row["gold"]
         item["rating"] = row["rating"]
+        item["user_label"] = row["user_label"]
     if not view.analyze:
         return item
     models = [model for model in models if model in row["predictions"]]

@@ -60,7 +60,7 @@ class ReviewRequest(Strict):
     title_id: StrictStr | None = Field(
         None, description="A catalogue title (e.g. `tt0111161`): the review is stored and shown on its page."
     )
-    label: Label | None = Field(None, description="The gold label, if the writer knows it.")
+    label: Label | None = Field(None, description="The writer's own label: shown with the review, never counted in accuracy.")
 
 
 class ModelPrediction(BaseModel):
@@ -164,6 +164,8 @@ class ModelSummary(Open):
     correct: int | None = None
     accuracy: float | None = None
     ticks: list[Tick] | None = Field(None, description="Where the wrong predictions fall in `bar`.")
+    user_labeled: int | None = Field(None, description="Reviews whose label came from their writer: not in the accuracy.")
+    user_agree: int | None = Field(None, description="Of those, how many the model agrees with.")
 
 
 class Summary(Open):
@@ -207,7 +209,8 @@ class ReviewItem(Open):
     title_id: str
     source: str = Field(description="`imdb` or `user`.")
     text: str
-    gold: Label | None = None
+    gold: Label | None = Field(None, description="The IMDB label; a user's label is `user_label`.")
+    user_label: Label | None = Field(None, description="The label the review's writer gave (not counted in accuracy).")
     rating: int | None = None
     predictions: dict[str, StoredPrediction] = {}
     wrong: bool = False

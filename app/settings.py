@@ -92,6 +92,23 @@ class ApiLimits(ConfigGroup):
         None, ge=64, description="Padded tokens per BERT forward pass; default 2048 on CPU, 65536 on CUDA."
     )
     explain_workers: int = Field(16, ge=1, description="Threads running LIME for live explanations.")
+    max_explain_sentences: int = Field(
+        1000, ge=1, description="Most sentences one request may ask to explain, summed over its texts."
+    )
+    max_work_in_flight: int = Field(
+        8192, ge=1,
+        description="Model passes (texts, plus LIME samples of explained texts) the server works on at once; "
+        "a request beyond them gets 429 with Retry-After.",
+    )  # fmt: skip
+    lime_batch_texts: int = Field(
+        32, ge=1,
+        description="Most full-length LIME texts in one model call, so that a request's own texts never wait long.",
+    )  # fmt: skip
+    allow_anonymous_writes: bool = Field(
+        False,
+        description="Store reviews posted without a token even when the server listens beyond this machine "
+        "(without a token, only a loopback server stores them).",
+    )
 
     @field_validator("api_token", mode="before")
     @classmethod

@@ -29,7 +29,7 @@ from model.artifacts import saved_fingerprint
 from model.config import LimeConfig, WordLimeConfig
 from model.data import balanced_sample
 from model.metrics import accuracy, classification_report
-from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, MODELS, SENTENCE, TRAIN, WORD, WORD_LEVEL_MODEL, label_of
+from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, IMDB, MODELS, SENTENCE, TRAIN, WORD, WORD_LEVEL_MODEL, label_of
 from model.sentences import split_sentences
 from model.trained import CLASSIFIERS, model_dir
 
@@ -55,7 +55,7 @@ class ReadData(Step):
                 for raw in reviews:
                     review = Review(
                         title_id=raw.title_id, text=raw.text, label=raw.label, rating=raw.rating,
-                        split=split, source="imdb", source_key=raw.key, word_count=raw.word_count,
+                        split=split, source=IMDB, source_key=raw.key, word_count=raw.word_count,
                     )  # fmt: skip
                     if split == CATALOGUE:
                         review.sentences = sentence_rows(raw.text)
@@ -157,7 +157,7 @@ class Evaluate(Step):
                     rows = session.execute(
                         select(Review.label, Prediction.p_positive)
                         .join(Prediction, Prediction.review_id == Review.id)
-                        .where(Review.split == split, Review.source == "imdb", Prediction.model == name)
+                        .where(Review.split == split, Review.source == IMDB, Prediction.model == name)
                     ).all()
                     metrics[name][split] = classification_report([r.label for r in rows], [r.p_positive for r in rows])
         build.update_run(metrics=metrics)

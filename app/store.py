@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 
 from app.analysis import finite
 from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, session_scope
-from model.names import CATALOGUE, SENTENCE
+from model.names import CATALOGUE, SENTENCE, USER
 
 
 def catalogue_title_exists(engine: Engine, title_id: str) -> bool:
@@ -37,7 +37,7 @@ def store_user_review(
         label=label,
         rating=None,
         split=CATALOGUE,
-        source="user",
+        source=USER,
         source_key=None,
         word_count=len(text.split()),
     )

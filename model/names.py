@@ -20,6 +20,9 @@ WORD_LEVEL_MODEL = NBSVM  # the model explained word by word too (the report com
 # catalogue, so they take the catalogue split (and source "user").
 TRAIN, CATALOGUE, EVAL = "train", "catalogue", "eval"
 
+# Review.source: the IMDB archive, or a user of the site (whose labels are not gold).
+IMDB, USER = "imdb", "user"
+
 # Explanation.level: one weight per sentence (both models) or per word (WORD_LEVEL_MODEL).
 SENTENCE, WORD = "sentence", "word"
 

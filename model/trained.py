@@ -44,6 +44,10 @@ CLASSIFIERS: dict[str, type[Classifier]] = {kind.key: kind for kind in (NbsvmCla
 class ModelUnavailable(Exception):
     """A trained model cannot be loaded; the message says why and what to do."""
 
+    def __init__(self, message: str, model: str):
+        super().__init__(message)
+        self.model = model
+
 
 def model_dir(models_dir: Path, name: str) -> Path:
     return models_dir / name
@@ -56,10 +60,11 @@ def load_trained(name: str, models_dir: Path, device: torch.device, max_tokens: 
         return CLASSIFIERS[name].load(directory, device, max_tokens)
     except FileNotFoundError:
         raise ModelUnavailable(
-            f"No trained {DISPLAY_NAMES[name]} model in {directory}: run `textflix build` to train it."
+            f"No trained {DISPLAY_NAMES[name]} model in {directory}: run `textflix build` to train it.", name
         ) from None
     except Exception as error:
         raise ModelUnavailable(
             f"The {DISPLAY_NAMES[name]} model in {directory} cannot be loaded ({error}); "
-            "delete that folder and run `textflix build` to train it again."
+            "delete that folder and run `textflix build` to train it again.",
+            name,
         ) from error

@@ -2,26 +2,22 @@
 
 Routes live in small modules (``movies``, ``reviews``, ``predict``, ``health``); the
 request and answer schemas in ``app.schemas``; the models behind the analysis in
-``app.analysis``. ``install`` adds them to the app, with the guard middleware (token,
-content type, body size) and the JSON error handlers (``app.api.errors``).
+``app.analysis``. The guard in front of the POST routes (``app.guard``) and the
+error answers (``app.errors``) are the app's, shared with the pages.
 """
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from app.api import health, movies, predict, reviews
-from app.api.errors import install_error_handlers
-from app.api.guard import ApiGuard
 from app.settings import Settings
 
 
 def install(app: FastAPI) -> None:
-    """Add the API to ``app``; call it after ``app.pages.install`` (its error handlers wrap the pages')."""
+    """Add the API's routes to ``app``, and its OpenAPI schema with the limits of its settings."""
     settings = app.state.settings
     for module in (health, movies, reviews, predict):
         app.include_router(module.router)
-    install_error_handlers(app)
-    app.add_middleware(ApiGuard, settings=settings)
 
     def openapi() -> dict:
         """The generated schema, with the limits of these settings written in."""

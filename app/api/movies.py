@@ -7,9 +7,9 @@ from fastapi import APIRouter, Depends, Path, Query
 from sqlalchemy.orm import Session
 
 from app import queries
-from app.api.errors import ApiError, error_responses
-from app.api.inputs import IDENTIFIER_MAX_CHARS, check_page_size
 from app.deps import get_session, get_settings
+from app.errors import AppError, error_responses
+from app.limits import IDENTIFIER_MAX_CHARS, check_page_size
 from app.schemas import MovieDetail, MovieList
 from app.settings import Settings
 from app.view import SORTS, View
@@ -62,6 +62,6 @@ def get_movie(
     view = View(analyze=True, accuracy=True, compare=True, wrong=wrong)
     data = queries.movie_page(session, title_id, view)
     if data is None:
-        raise ApiError.one(404, "title_id", f"There is no title {title_id!r} in the catalogue.")
+        raise AppError.one(404, "title_id", f"There is no title {title_id!r} in the catalogue.")
     data["reviews"], data["pagination"] = paginate(data["reviews"], page, per_page, settings)
     return data

@@ -1,15 +1,16 @@
 """POST /api/predict: both models on a batch of texts, optionally explained; nothing is stored."""
 
-from fastapi import APIRouter, Depends, Security
+from fastapi import APIRouter, Depends, Request, Security
 
 from app.analysis import Analyzer
-from app.api.errors import GUARD_ERRORS, error_responses
-from app.api.inputs import bearer, check_texts
-from app.deps import get_analyzer, get_settings, require_models
+from app.deps import analyze_while_connected, get_analyzer, get_settings, require_models
+from app.errors import GUARD_ERRORS, error_responses
+from app.guard import bearer
+from app.limits import check_explanation_budget, check_texts
 from app.schemas import PredictRequest, PredictResponse
 from app.settings import Settings
 
-router = APIRouter(prefix="/api", tags=["analysis"], responses=error_responses(422, 503))
+router = APIRouter(prefix="/api", tags=["analysis"], responses=error_responses(422, 429, 503))
 
 
 @router.post(
@@ -20,7 +21,10 @@ router = APIRouter(prefix="/api", tags=["analysis"], responses=error_responses(4
     responses=GUARD_ERRORS,
 )
 async def predict(
-    body: PredictRequest, settings: Settings = Depends(get_settings), analyzer: Analyzer = Depends(get_analyzer)
+    body: PredictRequest,
+    request: Request,
+    settings: Settings = Depends(get_settings),
+    analyzer: Analyzer = Depends(get_analyzer),
 ) -> dict:
     """Predict the sentiment of a batch of texts.
 
@@ -28,5 +32,7 @@ async def predict(
     `explain` the sentences with their character spans and LIME weight per model.
     Concurrent requests are batched together for the models."""
     check_texts(body.texts, settings)
+    if body.explain:
+        check_explanation_budget("texts", body.texts, settings)
     require_models(analyzer)
-    return {"results": await analyzer.analyze(body.texts, body.explain)}
+    return {"results": await analyze_while_connected(request, analyzer, body.texts, body.explain)}

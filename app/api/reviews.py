@@ -9,9 +9,18 @@ from starlette.concurrency import run_in_threadpool
 
 from app import queries
 from app.analysis import Analyzer
-from app.api.errors import GUARD_ERRORS, ApiError, error_responses
-from app.api.inputs import bearer, check_string, text_problems
-from app.deps import get_analyzer, get_engine, get_session, get_settings, get_write_lock, require_models
+from app.deps import (
+    analyze_while_connected,
+    get_analyzer,
+    get_engine,
+    get_session,
+    get_settings,
+    get_write_lock,
+    require_models,
+)
+from app.errors import GUARD_ERRORS, AppError, error_responses
+from app.guard import bearer
+from app.limits import MAX_ID, check_explanation_budget, check_identifier, check_text, check_write_allowed
 from app.schemas import ReviewDetail, ReviewRequest, ReviewResult
 from app.settings import Settings
 from app.store import catalogue_title_exists, store_user_review
@@ -19,7 +28,6 @@ from app.view import View
 
 router = APIRouter(prefix="/api", tags=["reviews"], responses=error_responses(422, 503))
 FULL_VIEW = View(analyze=True, accuracy=True, compare=True)
-MAX_ID = 2**63 - 1
 
 
 @router.post(
@@ -27,7 +35,11 @@ MAX_ID = 2**63 - 1
     status_code=201,
     response_model=ReviewResult,
     dependencies=[Security(bearer)],
-    responses={200: {"model": ReviewResult, "description": "Analysed and not stored (no `title_id`)."}, **GUARD_ERRORS},
+    responses={
+        200: {"model": ReviewResult, "description": "Analysed and not stored (no `title_id`)."},
+        **GUARD_ERRORS,
+        **error_responses(429),
+    },
 )
 async def post_review(
     body: ReviewRequest,
@@ -43,16 +55,16 @@ async def post_review(
     `title_id` the review is stored (source `user`, shown with the catalogue), committed
     before the answer, which is **201** with its id and URL; without one, nothing is stored
     and the answer is 200."""
-    problems = text_problems("text", body.text, settings)
-    if problems:
-        raise ApiError(422, problems)
-    check_string("title_id", body.title_id)
+    check_text("text", body.text, settings)
+    check_identifier("title_id", body.title_id)
+    check_explanation_budget("text", [body.text], settings)
     require_models(analyzer)
     if body.title_id is not None:
+        check_write_allowed(settings)
         engine = get_engine(request)  # only a review to store needs the database
         if not await run_in_threadpool(catalogue_title_exists, engine, body.title_id):
-            raise ApiError.one(422, "title_id", f"There is no title {body.title_id!r} in the catalogue.")
-    [result] = await analyzer.analyze([body.text], True)
+            raise AppError.one(422, "title_id", f"There is no title {body.title_id!r} in the catalogue.")
+    [result] = await analyze_while_connected(request, analyzer, [body.text], True)
     answer = {**result, "stored": False, "title_id": body.title_id, "label": body.label}
     if body.label is not None:
         for prediction in answer["predictions"].values():
@@ -74,5 +86,5 @@ def get_review(review_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: Sessio
     and per-model LIME weights, NB-SVM's word weights and the explanation records."""
     page = queries.review_page(session, review_id, FULL_VIEW)
     if page is None:
-        raise ApiError.one(404, "review_id", f"There is no review {review_id} in the catalogue.")
+        raise AppError.one(404, "review_id", f"There is no review {review_id} in the catalogue.")
     return {"url": f"/reviews/{review_id}", **page}

@@ -1,0 +1,107 @@
+"""What one request may ask for, checked against the settings: the API and /analyze alike.
+
+Each check raises ``AppError`` (422) naming the field and the limit, before any work is done.
+"""
+
+import ipaddress
+
+from app.analysis import analysis_cost, sentence_spans
+from app.errors import AppError, problem
+from app.settings import Settings
+
+IDENTIFIER_MAX_CHARS = 64  # title ids and other short string fields
+MAX_ID = 2**63 - 1  # the largest row id a database can hold
+
+
+def text_problems(field: str, text: str, settings: Settings) -> list[dict]:
+    """What is wrong with one review text, as error items naming ``field``."""
+    limit = settings.max_text_chars
+    if not text.strip():
+        return [problem(field, "The text is empty or only whitespace; it needs at least 1 non-space character.", 1)]
+    if len(text) > limit:
+        return [problem(field, f"The text is {len(text):,} characters long; the limit is {limit:,}.", limit)]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return [problem(field, f"The text holds invalid Unicode (a lone surrogate at character {error.start}).")]
+    return []
+
+
+def check_text(field: str, text: str, settings: Settings) -> None:
+    if problems := text_problems(field, text, settings):
+        raise AppError(422, problems)
+
+
+def check_texts(texts: list[str], settings: Settings) -> None:
+    most = settings.max_texts
+    if not texts:
+        raise AppError.one(422, "texts", "Send at least 1 text.", 1)
+    if len(texts) > most:
+        raise AppError.one(422, "texts", f"At most {most} texts per request; got {len(texts)}.", most)
+    problems = [p for i, text in enumerate(texts) for p in text_problems(f"texts[{i}]", text, settings)]
+    if problems:
+        raise AppError(422, problems)
+
+
+def check_explanation_budget(field: str, texts: list[str], settings: Settings) -> None:
+    """The explanation work one request may ask for: sentences to explain, and model passes."""
+    limit = settings.max_explain_sentences
+    sentences = sum(len(sentence_spans(text)) for text in texts)
+    if sentences > limit:
+        raise AppError.one(
+            422, field,
+            f"Explaining these texts means explaining {sentences:,} sentences; one request may ask for at most "
+            f"{limit:,} (TEXTFLIX_MAX_EXPLAIN_SENTENCES). Send fewer or shorter texts, or leave out the explanations.",
+            limit,
+        )  # fmt: skip
+    cost, capacity = analysis_cost(texts, True, settings.lime_samples), settings.max_work_in_flight
+    if cost > capacity:
+        raise AppError.one(
+            422, field,
+            f"Explaining {len(texts):,} texts takes {cost:,} model passes; the server takes at most {capacity:,} "
+            "at once (TEXTFLIX_MAX_WORK_IN_FLIGHT). Send fewer texts.",
+            capacity,
+        )  # fmt: skip
+
+
+def check_identifier(field: str, value: str | None, max_chars: int = IDENTIFIER_MAX_CHARS) -> None:
+    """Short identifier fields: a sane length and valid Unicode."""
+    if value is None:
+        return
+    if len(value) > max_chars:
+        raise AppError.one(422, field, f"At most {max_chars} characters; got {len(value):,}.", max_chars)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AppError.one(422, field, "Invalid Unicode (a lone surrogate).") from None
+
+
+def plausible_identifier(value: str) -> bool:
+    """Whether ``value`` could be a title id at all (short, no control characters): others are not found."""
+    return len(value) <= IDENTIFIER_MAX_CHARS and value.isprintable()
+
+
+def check_page_size(per_page: int, settings: Settings) -> None:
+    limit = settings.max_per_page
+    if per_page > limit:
+        raise AppError.one(422, "per_page", f"At most {limit} items per page; got {per_page:,}.", limit)
+
+
+def on_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_write_allowed(settings: Settings) -> None:
+    """Storing a review needs the token (checked by the guard when one is set), a server that
+    listens on this machine only, or ``allow_anonymous_writes``."""
+    if settings.api_token is None and not settings.allow_anonymous_writes and not on_loopback(settings.host):
+        raise AppError.one(
+            403, "title_id",
+            f"This server listens on {settings.host} and takes no anonymous writes, so it stores no reviews: "
+            "its operator can set TEXTFLIX_API_TOKEN (and you send the token), or TEXTFLIX_ALLOW_ANONYMOUS_WRITES=1.",
+        )  # fmt: skip

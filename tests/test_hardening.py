@@ -1,0 +1,329 @@
+"""Hostile and careless requests: bounded work, no 5xx for a client's mistake, no secrets shown.
+
+The analyzer here is the real ``ModelAnalyzer`` (micro-batchers, LIME, admission, cancellation)
+over two tiny stand-in models that score cue words and take a fixed time per call, so that
+the tests can make the server busy on purpose.
+"""
+
+import asyncio
+import json
+import logging
+import time
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.analysis import BACKGROUND, URGENT, MicroBatcher, ModelAnalyzer
+from app.deps import get_analyzer
+from app.main import create_app
+from app.settings import Settings
+from tests.conftest import serve_in_thread
+from tests.web_fixtures import FakeAnalyzer, use_analyzer, web_database  # noqa: F401
+
+TITLE = "tt0100001"
+CUES = {"good": 1.0, "great": 1.0, "loved": 1.0, "bad": -1.0, "awful": -1.0, "boring": -1.0}
+
+
+def cue_model(seconds_per_call: float):
+    """A stand-in classifier: sentiment from cue words, ``seconds_per_call`` per call; records its calls."""
+
+    def predict(texts: list[str]) -> np.ndarray:
+        time.sleep(seconds_per_call)
+        predict.calls.append(len(texts))
+        score = np.array([sum(CUES.get(w.strip(".,!?").lower(), 0.0) for w in t.split()) for t in texts])
+        p = 1 / (1 + np.exp(-score))
+        return np.stack([1 - p, p], axis=1)
+
+    predict.calls = []
+    return predict
+
+
+def analyzer_app(database: str, seconds_per_call: float = 0.0, **settings) -> tuple:
+    values = dict(database_url=database, lime_samples=16, batch_window_ms=2, **settings)
+    app_settings = Settings(**values)
+    app = create_app(app_settings)
+    models = {"nbsvm": cue_model(seconds_per_call), "bert": cue_model(seconds_per_call)}
+    analyzer = ModelAnalyzer(models, app_settings, "cpu (stand-in models)")
+    app.dependency_overrides[get_analyzer] = lambda: analyzer
+    return app, analyzer, models
+
+
+def review(sentences: int) -> str:
+    return " ".join(f"Sentence {i} was {'good' if i % 2 else 'boring'}." for i in range(sentences))
+
+
+# --- the explanation budget and the bound on work in flight ---------------------------------
+
+
+def test_a_request_over_the_explanation_budget_is_refused_naming_it(web_database):
+    app, analyzer, models = analyzer_app(web_database, max_explain_sentences=20)
+    with TestClient(app) as client:
+        response = client.post("/api/predict", json={"texts": [review(15), review(10)], "explain": True})
+        assert response.status_code == 422
+        [item] = response.json()["detail"]
+        assert item["field"] == "texts" and item["limit"] == 20
+        assert "25 sentences" in item["message"] and "TEXTFLIX_MAX_EXPLAIN_SENTENCES" in item["message"]
+        response = client.post("/api/reviews", json={"text": review(21)})
+        assert response.status_code == 422 and response.json()["detail"][0]["field"] == "text"
+        response = client.post("/analyze", data={"text": review(21)})
+        assert response.status_code == 422 and "TEXTFLIX_MAX_EXPLAIN_SENTENCES" in response.text
+        # without explanations there is no sentence budget
+        assert client.post("/api/predict", json={"texts": [review(15), review(10)]}).status_code == 200
+    assert models["bert"].calls == [2]
+
+
+def test_beyond_the_work_in_flight_a_request_gets_429_with_retry_after(web_database):
+    # each request needs 1 + 16 passes per model; the server takes 30 at once
+    app, analyzer, _ = analyzer_app(web_database, seconds_per_call=0.2, max_work_in_flight=30)
+
+    async def main(client):
+        slow = [client.post("/api/predict", json={"texts": [review(6)], "explain": True}) for _ in range(2)]
+        return await asyncio.gather(*slow, return_exceptions=True)
+
+    with serve_in_thread(app) as url:
+        async def run():
+            async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+                return await main(client)
+
+        responses = asyncio.run(run())
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [200, 429]
+    busy = next(r for r in responses if r.status_code == 429)
+    assert int(busy.headers["retry-after"]) >= 1
+    assert "TEXTFLIX_MAX_WORK_IN_FLIGHT" in busy.json()["detail"][0]["message"]
+    assert analyzer.work.in_flight == 0
+
+
+def test_a_request_larger_than_the_server_takes_is_refused_as_a_client_error(web_database):
+    app, _, _ = analyzer_app(web_database, max_work_in_flight=30)
+    with TestClient(app) as client:
+        response = client.post("/api/predict", json={"texts": ["Good.", "Bad."], "explain": True})
+    assert response.status_code == 422 and response.json()["detail"][0]["limit"] == 30
+
+
+def test_a_short_prediction_overtakes_queued_explanations():
+    order = []
+
+    def model(texts):
+        time.sleep(0.05)
+        order.append(texts[0])
+        return np.full((len(texts), 2), 0.5)
+
+    async def main():
+        batcher = MicroBatcher("toy", model, 0.0, 100, background_texts=1)
+        background = [asyncio.ensure_future(batcher([f"lime {i}"], BACKGROUND)) for i in range(6)]
+        await asyncio.sleep(0.01)  # the first background call is running
+        await batcher(["urgent"], URGENT)
+        await asyncio.gather(*background)
+        await batcher.stop()
+
+    asyncio.run(main())
+    assert order.index("urgent") == 1  # right after the one model call that was already running
+
+
+def test_work_for_a_client_that_left_is_cancelled(web_database):
+    app, analyzer, models = analyzer_app(web_database, seconds_per_call=0.1, lime_batch_texts=1, explain_workers=2)
+    with serve_in_thread(app) as url:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{url}/api/predict", json={"texts": [review(8)] * 4, "explain": True}, timeout=0.5)
+        deadline = time.monotonic() + 5
+        while analyzer.work.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert analyzer.work.in_flight == 0
+        calls = len(models["bert"].calls)
+        time.sleep(1.0)
+        assert len(models["bert"].calls) <= calls + 2  # LIME stopped: at most the calls already running finish
+    # explaining four texts in full, one text per model call of 0.1 s, would have taken far more calls
+    assert calls < 4 * 16
+
+
+# --- /analyze: only a POST works, through the same gate as the API ----------------------------
+
+
+@pytest.fixture
+def gated(web_database):
+    app, analyzer, models = analyzer_app(web_database, api_token="s3cret", max_body_bytes=4096)
+    with TestClient(app) as client:
+        yield client, models
+
+
+def test_analyze_runs_only_on_post_and_needs_the_token(gated):
+    client, models = gated
+    assert client.get("/analyze.json", params={"text": "A good film."}).json()["result"] is None
+    assert client.post("/analyze", data={"text": "A good film."}).status_code == 401
+    assert client.post("/analyze", data={"text": "A good film.", "token": "wrong"}).status_code == 403
+    response = client.post("/analyze", data={"text": "A good film.", "token": "s3cret"})
+    assert response.status_code == 200 and 'class="model-col"' in response.text
+    assert 'name="token"' in response.text  # the form asks for the token
+    response = client.post("/analyze.json", json={"text": "A good film."}, headers={"Authorization": "Bearer s3cret"})
+    assert response.status_code == 200 and response.json()["result"]["predictions"]["bert"]["label"] == "positive"
+    assert models["bert"].calls  # and nothing ran before the token was right
+    assert len(models["bert"].calls) <= 4
+
+
+@pytest.mark.parametrize(
+    ("content", "headers", "status", "field"),
+    [
+        (b"text=" + b"x" * 5000, {"Content-Type": "application/x-www-form-urlencoded"}, 413, "body"),
+        (b"text=fine", {"Content-Type": "text/plain"}, 415, "Content-Type"),
+        (b'{"text": "fine"}', {}, 415, "Content-Type"),
+    ],
+    ids=["too-big", "text-plain", "no-content-type"],
+)
+def test_analyze_has_the_api_limits(gated, content, headers, status, field):
+    client, _ = gated
+    response = client.post("/analyze.json", content=content, headers={**headers, "Authorization": "Bearer s3cret"})
+    assert response.status_code == status, response.text
+    assert [item["field"] for item in response.json()["detail"]] == [field]
+
+
+def test_analyze_answers_a_4xx_to_malformed_json(web_database):
+    app, _, _ = analyzer_app(web_database)
+    deep = b'{"text": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with TestClient(app) as client:
+        response = client.post("/analyze.json", content=deep, headers={"Content-Type": "application/json"})
+        assert response.status_code == 400 and response.json()["detail"][0]["field"] == "body"
+        response = client.post("/analyze.json", content=b'{"text": "\\ud800 broken"}', headers={"Content-Type": "application/json"})
+        assert response.status_code == 422 and response.json()["detail"][0]["field"] == "text"
+        response = client.post("/analyze.json", json={"text": 42})
+        assert response.status_code == 422 and response.json()["detail"][0]["field"] == "text"
+        response = client.post("/analyze", content=b"{", headers={"Content-Type": "application/json"})
+        assert response.status_code == 400 and "<textarea" in response.text  # the form, saying what was wrong
+        deep_api = b'{"texts": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        response = client.post("/api/predict", content=deep_api, headers={"Content-Type": "application/json"})
+        assert 400 <= response.status_code < 500
+
+
+# --- client mistakes that used to be 500s --------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/reviews/99999999999999999999", "/reviews/99999999999999999999.json", "/movies/%00", "/movies/tt1%0A"])
+def test_impossible_ids_are_not_found(web_database, path):
+    with TestClient(create_app(Settings(database_url=web_database))) as client:
+        assert client.get(path).status_code == 404
+
+
+def test_the_guard_holds_behind_a_proxy_root_path(web_database):
+    app, _, models = analyzer_app(web_database, api_token="s3cret")
+    with TestClient(app, root_path="/tf") as client:
+        assert client.post("/tf/api/predict", json={"texts": ["Good."]}).status_code == 401
+        big = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
+        assert client.post("/tf/api/predict", content=b"x" * 10_000_000, headers=big).status_code == 413
+        ok = client.post("/tf/api/predict", json={"texts": ["Good."]}, headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200
+        assert client.get("/tf/api/nowhere").json()["detail"][0]["message"].startswith("There is no API endpoint")
+    assert models["bert"].calls == [1]
+
+
+# --- who may write -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "headers", "status"),
+    [
+        ({"host": "0.0.0.0"}, {}, 403),
+        ({"host": "0.0.0.0", "allow_anonymous_writes": True}, {}, 201),
+        ({"host": "0.0.0.0", "api_token": "s3cret"}, {"Authorization": "Bearer s3cret"}, 201),
+        ({"host": "127.0.0.1"}, {}, 201),
+    ],
+    ids=["public-no-token", "public-allowed", "public-token", "loopback"],
+)
+def test_anonymous_writes_need_a_loopback_server_or_an_explicit_yes(tmp_path, settings, headers, status):
+    from tests.web_fixtures import build_web_database
+
+    app, _, _ = analyzer_app(build_web_database(tmp_path / "textflix.db"), **settings)
+    with TestClient(app) as client:
+        response = client.post("/api/reviews", json={"text": "A good film.", "title_id": TITLE}, headers=headers)
+        assert response.status_code == status, response.text
+        if status == 403:
+            assert "TEXTFLIX_API_TOKEN" in response.json()["detail"][0]["message"]
+        # analysing without storing needs no permission
+        assert client.post("/api/reviews", json={"text": "A good film."}, headers=headers).status_code == 200
+
+
+# --- secrets -------------------------------------------------------------------------------------
+
+PASSWORD = "pw-that-must-not-show"
+
+
+def test_no_page_answer_or_log_line_shows_the_database_password(tmp_path, caplog):
+    url = f"postgresql+psycopg://textflix:{PASSWORD}@127.0.0.1:9/textflix?connect_timeout=1"  # nothing listens there
+    app = create_app(Settings(database_url=url, data_dir=tmp_path))
+    seen = []
+    with caplog.at_level(logging.DEBUG), TestClient(app) as client:
+        for path in ("/", "/index.json", "/movies/tt1", "/reviews/1", "/disagreements", "/about", "/about.json",
+                     "/api/movies", "/api/movies/tt1", "/api/reviews/1", "/api/health", "/analyze"):  # fmt: skip
+            response = client.get(path)
+            assert response.status_code in (200, 503), (path, response.status_code)
+            seen.append(response.text)
+        response = client.post("/api/reviews", json={"text": "Fine.", "title_id": TITLE})
+        seen.append(response.text)
+    seen += [record.getMessage() for record in caplog.records]
+    seen += [str(record.exc_info) for record in caplog.records if record.exc_info]
+    assert not [text for text in seen if PASSWORD in text]
+    assert any("***" in text for text in seen)  # the URL is shown, masked
+
+
+def test_health_shows_status_not_internals(tmp_path):
+    app = create_app(Settings(data_dir=tmp_path))
+    with TestClient(app) as client:
+        health = client.get("/api/health").json()
+    assert health["status"] == "degraded" and "textflix build" in health["models_problem"]
+    assert str(tmp_path) not in json.dumps(health)
+
+
+# --- fuzzing the pages ---------------------------------------------------------------------------
+
+FUZZ_REQUESTS = 1200
+PAGE_PATHS = ["/", "/index.json", "/disagreements", "/disagreements.json", "/about", "/about.json", "/analyze", "/analyze.json"]
+QUERY_KEYS = ["analyze", "accuracy", "compare", "sort", "wrong", "text", "page", "per_page"]
+
+
+def test_no_generated_page_request_gets_a_server_error(web_database):
+    """Hypothesis sends GETs to every page with odd ids and query strings, and odd POSTs to /analyze."""
+    from urllib.parse import quote, urlencode
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    app = create_app(Settings(database_url=web_database))
+    use_analyzer(app, FakeAnalyzer())
+    odd_text = st.text(max_size=40) | st.sampled_from(["\x00", "\ud800", "../../etc/passwd", "%00", "tt0100001", "1e400"])
+    number = st.integers(min_value=-(10**30), max_value=10**30).map(str) | odd_text
+    segment = odd_text.map(lambda text: quote(text.encode("utf-8", "surrogatepass"), safe=""))
+    path = (
+        st.sampled_from(PAGE_PATHS)
+        | st.builds("/movies/{}".format, segment)
+        | st.builds("/movies/{}.json".format, segment)
+        | st.builds("/reviews/{}".format, number.map(lambda n: quote(n.encode("utf-8", "surrogatepass"), safe="")))
+        | st.builds("/static/{}".format, segment)
+        | st.builds("/{}".format, segment)
+    )
+    query = st.dictionaries(st.sampled_from(QUERY_KEYS) | st.text(max_size=5), odd_text, max_size=4)
+    body = st.one_of(
+        st.builds(lambda t: ("form", t), odd_text),
+        st.builds(lambda v: ("json", v), st.recursive(st.none() | st.booleans() | st.integers() | odd_text,
+                                                       lambda inner: st.lists(inner) | st.dictionaries(st.text(max_size=5), inner), max_leaves=10)),
+    )  # fmt: skip
+    statuses = []
+
+    with TestClient(app) as client:
+
+        @given(path=path, query=query, post=st.none() | body)
+        @settings(max_examples=FUZZ_REQUESTS, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+        def check(path, query, post):
+            url = path + ("?" + urlencode({k.encode("utf-8", "surrogatepass"): v.encode("utf-8", "surrogatepass") for k, v in query.items()}) if query else "")
+            if post is None:
+                response = client.get(url)
+            elif post[0] == "form":
+                response = client.post("/analyze", data={"text": post[1].encode("utf-8", "surrogatepass")})
+            else:
+                payload = json.dumps(post[1]).encode()
+                response = client.post("/analyze.json", content=payload, headers={"Content-Type": "application/json"})
+            statuses.append(response.status_code)
+            assert response.status_code < 500, (url, post, response.text[:300])
+
+        check()
+    assert len(statuses) >= 1000
