@@ -13,9 +13,9 @@ Each model sits behind a ``MicroBatcher``: requests put their texts on a priorit
 one collector task takes the first, waits ``batch_window_ms`` for others (only while
 requests overlap), and runs them all as one model call in the model's own worker
 thread, so the event loop never waits on a model and torch is never called from two
-threads at once. A request's own texts go first; LIME's perturbed texts (one call per
-explanation, deduplicated, run in a thread pool) go in small batches behind them, so a
-short prediction never waits long behind explanations.
+threads at once. Model calls are kept short, a request's own texts go before LIME's
+perturbed texts (one call per explanation, deduplicated, run in a thread pool), and
+small calls before large ones, so a short prediction never waits long behind others.
 
 Work is bounded: every analysis reserves its model passes (``analysis_cost``) from
 ``WorkLimiter``, and beyond ``max_work_in_flight`` a request is refused at once with
@@ -50,7 +50,7 @@ from model.sentences import Span, split_sentences
 log = logging.getLogger("textflix")
 ProbaFn = Callable[[list[str]], np.ndarray]
 URGENT, BACKGROUND = 0, 1  # a request's own texts; LIME's perturbed texts
-FULL_TEXT_CHARS = 1000  # about the characters that fill BERT's window: a text this long counts as 1 in a LIME batch
+FULL_TEXT_CHARS = 1000  # about the characters that fill BERT's window of 256 tokens
 
 
 def sentence_spans(text: str) -> list[Span]:
@@ -65,6 +65,11 @@ def sentence_spans(text: str) -> list[Span]:
 
 def finite(value: float) -> float:
     return float(value) if math.isfinite(value) else 0.0
+
+
+def text_weight(text: str) -> float:
+    """How much of a model call a text takes: 1 when it fills BERT's window, less when shorter."""
+    return max(0.01, min(1.0, len(text) / FULL_TEXT_CHARS))
 
 
 def analysis_cost(texts: Sequence[str], explain: bool, lime_samples: int) -> int:
@@ -111,28 +116,30 @@ class MicroBatcher:
     """Gathers concurrent calls of one model into batched calls in one worker thread.
 
     ``await batcher(texts, priority)`` returns the model's class probabilities, one row
-    per text. The collector takes the most urgent waiting call; a batch of URGENT calls
-    then waits ``window_s`` seconds (0: batching off, one call per request) for more
-    and takes every URGENT call queued by then, up to ``max_texts`` texts. BACKGROUND
-    calls are cut into batches of at most ``background_texts`` full-length texts (shorter
-    texts count for less), so that a model call, which cannot be interrupted, stays short
-    and an URGENT call waits for at most one of them. The window is waited only while calls
-    overlap (the last batch had several, or more are queued), so a lone request at low
-    load pays no delay. Texts are deduplicated within a batch; cancelled calls are dropped.
+    per text. A call is cut into pieces of at most ``call_weight`` full-length texts
+    (``text_weight``: shorter texts count for less), and a model call takes at most that
+    much too, so that it stays short: it cannot be interrupted, and a newly arrived call
+    waits for at most the one that is running. Waiting pieces go most urgent first
+    (a request's own texts before LIME's), then smallest first, then oldest. A batch of
+    URGENT pieces waits ``window_s`` seconds (0: batching off, one piece per model call)
+    for company, only while calls overlap (the last batch had several, or more are
+    queued), so a lone request at low load pays no delay. Texts are deduplicated within
+    a batch; cancelled calls are dropped.
     """
 
-    def __init__(self, name: str, predict: ProbaFn, window_s: float, max_texts: int, background_texts: int = 32):
+    def __init__(self, name: str, predict: ProbaFn, window_s: float, max_texts: int, call_weight: float = 32):
         self.name = name
         self.predict = predict
         self.window_s = window_s
         self.max_texts = max_texts
-        self.background_texts = background_texts
+        self.call_weight = call_weight
         self.calls = 0  # model calls made, and texts sent to the model (after dedup)
         self.texts = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiting: list[tuple[int, int, list[str], asyncio.Future]] = []  # a heap: most urgent, then oldest
+        # A heap of (priority, weight, arrival, texts, future): most urgent, then lightest, then oldest.
+        self._waiting: list[tuple[int, float, int, list[str], asyncio.Future]] = []
         self._arrived: asyncio.Event | None = None
-        self._order = itertools.count()
+        self._arrival = itertools.count()
         self._task: asyncio.Task | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._in_flight: list[tuple[list[str], asyncio.Future]] = []
@@ -154,28 +161,24 @@ class MicroBatcher:
             return np.empty((0, 2), dtype=np.float32)
         self._ensure_started()
         futures = []
-        for chunk in [texts] if priority == URGENT else self._chunks(texts):
+        for piece, weight in self._pieces(texts):
             futures.append(self._loop.create_future())
-            heapq.heappush(self._waiting, (priority, next(self._order), chunk, futures[-1]))
+            heapq.heappush(self._waiting, (priority, weight, next(self._arrival), piece, futures[-1]))
         self._arrived.set()
         return np.concatenate(await asyncio.gather(*futures))
 
-    def _chunks(self, texts: list[str]) -> list[list[str]]:
-        """BACKGROUND texts in pieces of at most one batch, so that URGENT calls can go in between."""
-        chunks, size = [[]], 0.0
+    def _pieces(self, texts: list[str]) -> list[tuple[list[str], float]]:
+        """``texts`` cut into pieces of at most ``call_weight``, with their weights."""
+        pieces: list[tuple[list[str], float]] = [([], 0.0)]
         for text in texts:
-            weight = self._weight([text], BACKGROUND)
-            if chunks[-1] and size + weight > self.background_texts:
-                chunks.append([])
-                size = 0.0
-            chunks[-1].append(text)
-            size += weight
-        return chunks
-
-    def _weight(self, texts: list[str], priority: int) -> float:
-        if priority == URGENT:
-            return len(texts)
-        return sum(min(1.0, len(text) / FULL_TEXT_CHARS) for text in texts)
+            weight = text_weight(text)
+            piece, total = pieces[-1]
+            if piece and (total + weight > self.call_weight or len(piece) == self.max_texts):
+                pieces.append(([], 0.0))
+                piece, total = pieces[-1]
+            piece.append(text)
+            pieces[-1] = (piece, total + weight)
+        return pieces
 
     async def _collect(self) -> None:
         waiting, loop = self._waiting, asyncio.get_running_loop()
@@ -183,12 +186,11 @@ class MicroBatcher:
             while not waiting:
                 self._arrived.clear()
                 await self._arrived.wait()
-            priority = waiting[0][0]
-            if priority == URGENT and self.window_s > 0 and (self._contended or len(waiting) > 1):
+            if waiting[0][0] == URGENT and self.window_s > 0 and (self._contended or len(waiting) > 1):
                 # Wait for company only while requests overlap: a lone request at low load goes
                 # straight to the model instead of paying the window.
                 await asyncio.sleep(self.window_s)
-            live = self._take_batch(waiting[0][0])
+            live = self._take_batch()
             if not live:
                 continue
             self._in_flight = live
@@ -198,19 +200,19 @@ class MicroBatcher:
                 self._in_flight = []
             self._contended = len(live) > 1 or bool(waiting)
 
-    def _take_batch(self, priority: int) -> list[tuple[list[str], asyncio.Future]]:
-        """The calls at the head of the queue that fit in one batch of ``priority``, cancelled ones dropped."""
-        limit = self.max_texts if priority == URGENT else self.background_texts
-        batch, size = [], 0.0
+    def _take_batch(self) -> list[tuple[list[str], asyncio.Future]]:
+        """The pieces at the head of the queue that fit in one model call, cancelled ones dropped."""
+        priority = self._waiting[0][0]
+        batch, weight, count = [], 0.0, 0
         while self._waiting and self._waiting[0][0] == priority:
-            _, _, texts, future = self._waiting[0]
-            weight = self._weight(texts, priority)
-            if batch and (size + weight > limit or self.window_s == 0):  # window 0: batching off
+            _, piece_weight, _, texts, future = self._waiting[0]
+            full = weight + piece_weight > self.call_weight or count + len(texts) > self.max_texts
+            if batch and (full or self.window_s == 0):  # window 0: batching off
                 break
             heapq.heappop(self._waiting)
             if not future.done():
                 batch.append((texts, future))
-                size += weight
+                weight, count = weight + piece_weight, count + len(texts)
         return batch
 
     async def _run(self, live: list[tuple[list[str], asyncio.Future]], loop: asyncio.AbstractEventLoop) -> None:
@@ -245,7 +247,7 @@ class MicroBatcher:
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
-        pending += [(texts, future) for _, _, texts, future in self._waiting]
+        pending += [(texts, future) for *_, texts, future in self._waiting]
         self._waiting.clear()
         for _, future in pending:
             if not future.done():
@@ -361,7 +363,7 @@ class ModelAnalyzer:
         self.device = device
         window = settings.batch_window_ms / 1000.0
         self.batchers = {
-            name: MicroBatcher(name, models[name], window, settings.batch_max_texts, settings.lime_batch_texts)
+            name: MicroBatcher(name, models[name], window, settings.batch_max_texts, settings.batch_max_weight)
             for name in MODELS
         }
         self.work = WorkLimiter(settings.max_work_in_flight)

@@ -44,16 +44,22 @@ def check_texts(texts: list[str], settings: Settings) -> None:
 
 
 def check_explanation_budget(field: str, texts: list[str], settings: Settings) -> None:
-    """The explanation work one request may ask for: sentences to explain, and model passes."""
-    limit = settings.max_explain_sentences
+    """The explanation work one request may ask for: characters and sentences to explain, model passes.
+
+    LIME scores every explained text ``lime_samples`` times, so its cost grows with the
+    characters (the models read them all) and the sentences (LIME's features)."""
     sentences = sum(len(sentence_spans(text)) for text in texts)
-    if sentences > limit:
-        raise AppError.one(
-            422, field,
-            f"Explaining these texts means explaining {sentences:,} sentences; one request may ask for at most "
-            f"{limit:,} (TEXTFLIX_MAX_EXPLAIN_SENTENCES). Send fewer or shorter texts, or leave out the explanations.",
-            limit,
-        )  # fmt: skip
+    for amount, unit, limit, variable in (
+        (sum(map(len, texts)), "characters", settings.max_explain_chars, "TEXTFLIX_MAX_EXPLAIN_CHARS"),
+        (sentences, "sentences", settings.max_explain_sentences, "TEXTFLIX_MAX_EXPLAIN_SENTENCES"),
+    ):
+        if amount > limit:
+            raise AppError.one(
+                422, field,
+                f"Explaining this means explaining {amount:,} {unit}; one request may ask for at most {limit:,} "
+                f"({variable}). Send fewer or shorter texts, or leave out the explanations.",
+                limit,
+            )  # fmt: skip
     cost, capacity = analysis_cost(texts, True, settings.lime_samples), settings.max_work_in_flight
     if cost > capacity:
         raise AppError.one(

@@ -267,5 +267,6 @@ class Health(BaseModel):
     models: dict[str, bool]
     models_problem: str | None = None
     device: str | None = None
+    work_in_flight: int | None = Field(None, description="Model passes of the analyses under way.")
     batch_window_ms: float
     batching: bool

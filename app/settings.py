@@ -95,14 +95,18 @@ class ApiLimits(ConfigGroup):
     max_explain_sentences: int = Field(
         1000, ge=1, description="Most sentences one request may ask to explain, summed over its texts."
     )
+    max_explain_chars: int = Field(
+        100_000, ge=1, description="Most characters one request may ask to explain, summed over its texts."
+    )
     max_work_in_flight: int = Field(
         8192, ge=1,
         description="Model passes (texts, plus LIME samples of explained texts) the server works on at once; "
         "a request beyond them gets 429 with Retry-After.",
     )  # fmt: skip
-    lime_batch_texts: int = Field(
+    batch_max_weight: float = Field(
         32, ge=1,
-        description="Most full-length LIME texts in one model call, so that a request's own texts never wait long.",
+        description="Most full-length texts (about 1,000 characters; shorter ones count for less) in one model call: "
+        "a call cannot be interrupted, so this bounds how long a short request waits behind others.",
     )  # fmt: skip
     allow_anonymous_writes: bool = Field(
         False,

@@ -72,6 +72,12 @@ def test_a_request_over_the_explanation_budget_is_refused_naming_it(web_database
         # without explanations there is no sentence budget
         assert client.post("/api/predict", json={"texts": [review(15), review(10)]}).status_code == 200
     assert models["bert"].calls == [2]
+    app, _, models = analyzer_app(web_database, max_explain_chars=100)
+    with TestClient(app) as client:
+        response = client.post("/api/predict", json={"texts": ["Good. " * 10, "Bad. " * 10], "explain": True})
+        [item] = response.json()["detail"]
+        assert response.status_code == 422 and item["limit"] == 100 and "TEXTFLIX_MAX_EXPLAIN_CHARS" in item["message"]
+    assert models["bert"].calls == []
 
 
 def test_beyond_the_work_in_flight_a_request_gets_429_with_retry_after(web_database):
@@ -112,7 +118,7 @@ def test_a_short_prediction_overtakes_queued_explanations():
         return np.full((len(texts), 2), 0.5)
 
     async def main():
-        batcher = MicroBatcher("toy", model, 0.0, 100, background_texts=1)
+        batcher = MicroBatcher("toy", model, 0.0, 100, call_weight=1)
         background = [asyncio.ensure_future(batcher([f"lime {i}"], BACKGROUND)) for i in range(6)]
         await asyncio.sleep(0.01)  # the first background call is running
         await batcher(["urgent"], URGENT)
@@ -124,7 +130,7 @@ def test_a_short_prediction_overtakes_queued_explanations():
 
 
 def test_work_for_a_client_that_left_is_cancelled(web_database):
-    app, analyzer, models = analyzer_app(web_database, seconds_per_call=0.1, lime_batch_texts=1, explain_workers=2)
+    app, analyzer, models = analyzer_app(web_database, seconds_per_call=0.1, batch_max_weight=1, explain_workers=2)
     with serve_in_thread(app) as url:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{url}/api/predict", json={"texts": [review(8)] * 4, "explain": True}, timeout=0.5)

@@ -37,12 +37,14 @@ def health(
     """Health check: database reachable, models loaded, on which device."""
     reachable = database_reachable(request, settings)
     loaded = analyzer.problem is None
+    info = analyzer.info()
     return {
         "status": "ok" if reachable and loaded else "degraded",
         "database": "ok" if reachable else "unavailable",
         "models": {name: loaded for name in MODELS},
         "models_problem": analyzer.problem,
-        "device": analyzer.info().get("device"),
+        "device": info.get("device"),
+        "work_in_flight": info.get("work_in_flight"),
         "batch_window_ms": settings.batch_window_ms,
         "batching": settings.batch_window_ms > 0,
     }
