@@ -207,10 +207,13 @@ def display_url(url: str) -> str:
 
 
 def make_engine(url: str) -> Engine:
+    """The engine for ``url``, for the build and the server alike: every engine setting lives here."""
     path = sqlite_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url)
+    # pool_pre_ping: a pooled connection that died (the database restarted, a backend was
+    # killed) is replaced on checkout instead of failing the next request.
+    engine = create_engine(url, pool_pre_ping=True)
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine

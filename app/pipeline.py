@@ -6,21 +6,28 @@ declares its name and what it reads and writes, and records itself in the run re
 steps commit in small batches, so a killed build resumes where it stopped and a
 finished one is left untouched. The run record also keeps the build config
 (``Settings.build_config``): a rerun with other values is refused rather than mixed.
+A build holds ``build_lock`` from start to end, so a second build on the same data
+directory or database stops at once instead of interleaving with the first.
 
 Nothing here knows one model or step from another.
 """
 
+import fcntl
 import hashlib
 import json
 import logging
+import os
+import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from functools import cached_property
+from pathlib import Path
 
 import torch
-from sqlalchemy import select
-from sqlalchemy.engine import Engine
+from sqlalchemy import select, text
+from sqlalchemy.engine import Connection, Engine, make_url
 
 from app.db import Review, Run, display_url, latest_run, make_engine, migrate, session_scope, sqlite_path
 from app.settings import Settings
@@ -31,6 +38,10 @@ from model.names import TRAIN
 from model.trained import Classifier, ModelUnavailable, load_trained
 
 log = logging.getLogger("textflix")
+BUILD_LOCK_FILE = "build.lock"  # in the data directory; a SQLite database gets "<file>.build.lock" beside it
+BUILD_HOLDER = "textflix build"  # how a lock names its holder: "textflix build (pid N on HOST)"
+# The key of the PostgreSQL advisory lock: fixed, derived from the name, positive.
+BUILD_LOCK_KEY = int.from_bytes(hashlib.sha256(b"textflix build").digest()[:8], "big") >> 1
 
 
 class BuildError(Exception):
@@ -71,7 +82,11 @@ class Pipeline:
     # -- running ------------------------------------------------------------------
 
     def run(self) -> dict:
-        """Run every unfinished step; returns the run record."""
+        """Run every unfinished step, holding the build lock; returns the run record."""
+        with build_lock(self.settings):
+            return self._run_steps()
+
+    def _run_steps(self) -> dict:
         recorded = self._recorded_steps()
         prepared = {}
         for step in self.steps:  # before the database is created: bad input leaves it as it was
@@ -182,6 +197,77 @@ class Pipeline:
             except ModelUnavailable as error:
                 raise BuildError(str(error)) from error
         return self._models[name]
+
+
+@contextmanager
+def build_lock(settings: Settings) -> Iterator[None]:
+    """Make the database and the data directory this process's alone until the block ends,
+    or raise BuildError naming the build that holds them. The database comes first, so a
+    build refused there creates nothing, not even its data directory. The locks die with
+    the process: a killed build leaves none behind."""
+    holder = f"{BUILD_HOLDER} (pid {os.getpid()} on {socket.gethostname()})"
+    database = settings.database
+    with ExitStack() as locks:
+        if (path := sqlite_path(database)) is not None:
+            # beside the file, even inside the data directory: another build may share the file, not the folder
+            beside = path.with_name(path.name + ".build.lock")
+            locks.enter_context(file_lock(beside, f"the database {path.resolve()}", holder))
+        elif make_url(database).get_backend_name() == "postgresql":
+            locks.enter_context(postgresql_lock(database, holder))
+        data_dir = settings.data_dir
+        locks.enter_context(file_lock(data_dir / BUILD_LOCK_FILE, f"the data directory {data_dir.resolve()}", holder))
+        yield
+
+
+@contextmanager
+def file_lock(path: Path, what: str, holder: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path``, with ``holder`` written inside; BuildError if another process has it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as file:  # "a+" opens without erasing the holder's name
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.seek(0)
+            raise BuildError(another_build(file.read(), what)) from None
+        file.truncate(0)
+        file.write(holder)
+        file.flush()
+        yield
+
+
+@contextmanager
+def postgresql_lock(url: str, holder: str) -> Iterator[None]:
+    """The build's session-level advisory lock, held on a connection of its own whose
+    application name is ``holder``; BuildError if another session has it."""
+    engine = make_engine(url)
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.execute(text("SELECT set_config('application_name', :name, false)"), {"name": holder})
+            if not connection.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": BUILD_LOCK_KEY}):
+                raise BuildError(another_build(advisory_lock_holder(connection), f"the database {display_url(url)}"))
+            yield
+    finally:
+        engine.dispose()  # ends the session, which releases the lock
+
+
+def advisory_lock_holder(connection: Connection) -> str:
+    """The application name of the session that holds the build's advisory lock in this database."""
+    holder = connection.scalar(
+        text(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND l.classid::bigint = :high AND l.objid::bigint = :low"
+        ),
+        {"high": BUILD_LOCK_KEY >> 32, "low": BUILD_LOCK_KEY & 0xFFFFFFFF},
+    )
+    return holder or ""
+
+
+def another_build(holder: str, what: str) -> str:
+    """The sentence a refused build prints; ``holder`` names the other build when it could be read."""
+    name = holder.strip() if holder.startswith(BUILD_HOLDER) else BUILD_HOLDER
+    return f"Another {name} is running on {what}; wait for it to finish or stop it."
 
 
 def changed_settings(stored: dict, config: dict, settings_type: type[Settings]) -> list[str]:

@@ -144,8 +144,9 @@ def test_rebuild_with_other_settings_is_refused(tmp_path, real_subset_archive, c
     assert "was built with other settings" in capsys.readouterr().err
 
 
-def test_build_on_postgresql(tmp_path, real_subset_archive):
-    """The same build on PostgreSQL, given a server in TEXTFLIX_TEST_POSTGRES_URL (CI starts one)."""
+def empty_postgresql() -> str:
+    """The database of TEXTFLIX_TEST_POSTGRES_URL (CI starts one) without Textflix's tables;
+    skips the test when the variable is unset."""
     url = os.environ.get("TEXTFLIX_TEST_POSTGRES_URL")
     if not url:
         pytest.skip("TEXTFLIX_TEST_POSTGRES_URL is not set")
@@ -157,6 +158,16 @@ def test_build_on_postgresql(tmp_path, real_subset_archive):
     with engine.begin() as connection:
         Base.metadata.drop_all(connection)
         connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    engine.dispose()
+    return url
+
+
+def test_build_on_postgresql(tmp_path, real_subset_archive):
+    """The same build on PostgreSQL, given a server in TEXTFLIX_TEST_POSTGRES_URL."""
+    from sqlalchemy import create_engine, text
+
+    url = empty_postgresql()
+    engine = create_engine(url)
     assert main(build_args(tmp_path, real_subset_archive, "--database", url)) == 0
     assert main(build_args(tmp_path, real_subset_archive, "--database", url)) == 0  # nothing to redo
     with engine.connect() as connection:

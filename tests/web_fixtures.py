@@ -259,8 +259,12 @@ RUN = dict(
 
 
 def build_web_database(path: Path) -> str:
-    """Create the fixture database at ``path``; returns its URL."""
-    url = f"sqlite:///{path}"
+    """Create the fixture database as a SQLite file at ``path``; returns its URL."""
+    return fill_web_database(f"sqlite:///{path}")
+
+
+def fill_web_database(url: str) -> str:
+    """Create the fixture database's schema and rows in the empty database at ``url``; returns ``url``."""
     engine = make_engine(url)
     migrate(engine)
     with session_scope(engine) as session:
