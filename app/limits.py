@@ -76,14 +76,16 @@ def check_identifier(field: str, value: str | None, max_chars: int = IDENTIFIER_
         return
     if len(value) > max_chars:
         raise AppError.one(422, field, f"At most {max_chars} characters; got {len(value):,}.", max_chars)
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise AppError.one(422, field, "Invalid Unicode (a lone surrogate).") from None
+    if not plausible_identifier(value):
+        raise AppError.one(422, field, "An identifier holds no control characters nor invalid Unicode.")
 
 
 def plausible_identifier(value: str) -> bool:
-    """Whether ``value`` could be a title id at all (short, no control characters): others are not found."""
+    """Whether ``value`` could be a title id at all (short, printable, valid Unicode): others are not found."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
     return len(value) <= IDENTIFIER_MAX_CHARS and value.isprintable()
 
 

@@ -94,3 +94,21 @@ def serve_in_thread(app, start_timeout: float = 120):
         server.should_exit = True
         thread.join(20)
         sock.close()
+
+
+def empty_postgresql() -> str:
+    """The database of TEXTFLIX_TEST_POSTGRES_URL (CI starts one) without Textflix's tables;
+    skips the test when the variable is unset."""
+    url = os.environ.get("TEXTFLIX_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("TEXTFLIX_TEST_POSTGRES_URL is not set")
+    from sqlalchemy import create_engine, text
+
+    from app.db import Base
+
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        Base.metadata.drop_all(connection)
+        connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    engine.dispose()
+    return url

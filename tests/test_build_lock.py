@@ -18,8 +18,8 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from app.db import display_url
-from tests.conftest import ROOT
-from tests.test_pipeline import SMALL, count, empty_postgresql
+from tests.conftest import ROOT, empty_postgresql
+from tests.test_pipeline import SMALL, count
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 

@@ -6,7 +6,7 @@ from sqlalchemy import create_engine, text
 
 from app.main import create_app
 from app.settings import Settings
-from tests.test_pipeline import empty_postgresql
+from tests.conftest import empty_postgresql
 from tests.web_fixtures import fill_web_database
 
 

@@ -333,3 +333,18 @@ def test_no_generated_page_request_gets_a_server_error(web_database):
 
         check()
     assert len(statuses) >= 1000
+
+
+def test_a_nul_byte_is_not_found_on_postgresql():
+    """PostgreSQL refuses NUL in text: such an id must be a 404 (or a 422 in a body), not a database error."""
+    from tests.conftest import empty_postgresql
+    from tests.web_fixtures import fill_web_database
+
+    app = create_app(Settings(database_url=fill_web_database(empty_postgresql())))
+    use_analyzer(app, FakeAnalyzer())
+    with TestClient(app) as client:
+        for path in ("/movies/%00", "/movies/tt%00.json", "/api/movies/%00", "/api/movies/tt1%01"):
+            assert client.get(path).status_code == 404, path
+        response = client.post("/api/reviews", json={"text": "Good.", "title_id": "tt\x00"})
+        assert response.status_code == 422 and response.json()["detail"][0]["field"] == "title_id"
+    app.state.engine.dispose()

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from app.cli import main
-from tests.conftest import ROOT, SHARED_ARCHIVE, SHARED_MOVIES, needs_shared_data
+from tests.conftest import ROOT, SHARED_ARCHIVE, SHARED_MOVIES, empty_postgresql, needs_shared_data
 
 SMALL = [
     "--train-size", "24", "--titles", "2", "--eval-size", "30", "--epochs", "1",
@@ -142,24 +142,6 @@ def test_rebuild_with_other_settings_is_refused(tmp_path, real_subset_archive, c
         session.add(Run(config=settings.build_config(), steps={"data": {"seconds": 1}}, counts={}, metrics={}))
     assert main(build_args(tmp_path, real_subset_archive)[:5] + [flag, "7"]) == 1
     assert "was built with other settings" in capsys.readouterr().err
-
-
-def empty_postgresql() -> str:
-    """The database of TEXTFLIX_TEST_POSTGRES_URL (CI starts one) without Textflix's tables;
-    skips the test when the variable is unset."""
-    url = os.environ.get("TEXTFLIX_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("TEXTFLIX_TEST_POSTGRES_URL is not set")
-    from sqlalchemy import create_engine, text
-
-    from app.db import Base
-
-    engine = create_engine(url)
-    with engine.begin() as connection:
-        Base.metadata.drop_all(connection)
-        connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
-    engine.dispose()
-    return url
 
 
 def test_build_on_postgresql(tmp_path, real_subset_archive):

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from app import queries
 from app.deps import get_session, get_settings
 from app.errors import AppError, error_responses
-from app.limits import IDENTIFIER_MAX_CHARS, check_page_size
+from app.limits import IDENTIFIER_MAX_CHARS, check_page_size, plausible_identifier
 from app.schemas import MovieDetail, MovieList
 from app.settings import Settings
 from app.view import SORTS, View
@@ -60,7 +60,7 @@ def get_movie(
     Metadata, the per-model statistics of all its reviews, the key sentences, and its
     reviews (user reviews included) with predictions and sentence weights, paginated."""
     view = View(analyze=True, accuracy=True, compare=True, wrong=wrong)
-    data = queries.movie_page(session, title_id, view)
+    data = queries.movie_page(session, title_id, view) if plausible_identifier(title_id) else None
     if data is None:
         raise AppError.one(404, "title_id", f"There is no title {title_id!r} in the catalogue.")
     data["reviews"], data["pagination"] = paginate(data["reviews"], page, per_page, settings)
