@@ -77,6 +77,17 @@ def analysis_cost(texts: Sequence[str], explain: bool, lime_samples: int) -> int
     return len(texts) * (1 + (lime_samples if explain else 0))
 
 
+class ExplanationTooLarge(Exception):
+    """The texts of one request have more sentences than ``max_explain_sentences``."""
+
+    def __init__(self, sentences: int, limit: int):
+        self.sentences, self.limit = sentences, limit
+        super().__init__(
+            f"Explaining this means explaining {sentences:,} sentences; one request may ask for at most {limit:,} "
+            "(TEXTFLIX_MAX_EXPLAIN_SENTENCES). Send fewer or shorter texts, or leave out the explanations."
+        )
+
+
 class WorkLimiter:
     """Admits analyses while their model passes in flight stay within ``capacity``."""
 
@@ -400,12 +411,14 @@ class ModelAnalyzer:
         return {name: p[:, 1] for name, p in zip(names, probs)}
 
     async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
-        """Both models' predictions of ``texts`` (and explanations); ``ServerBusy`` when over capacity."""
+        """Both models' predictions of ``texts`` (and explanations); ``ServerBusy`` when over capacity,
+        ``ExplanationTooLarge`` when the texts have more sentences than one request may explain."""
         texts = list(texts)
         async with self.work.admit(analysis_cost(texts, explain, self.settings.lime_samples)):
             if explain:  # side by side, so the texts and LIME's samples can share model calls
+                spans = await self._sentences(texts)
                 p_positive, *explanations = await asyncio.gather(
-                    self.predict(texts), *(self.explain(text) for text in texts)
+                    self.predict(texts), *(self.explain(text, text_spans) for text, text_spans in zip(texts, spans))
                 )
             else:
                 p_positive, explanations = await self.predict(texts), []
@@ -420,11 +433,19 @@ class ModelAnalyzer:
             result.update(explanation)
         return results
 
-    async def explain(self, text: str) -> dict:
-        """Sentence-level LIME of ``text`` for both models (run side by side)."""
+    async def _sentences(self, texts: list[str]) -> list[list[Span]]:
+        """The sentences of each text, split in a LIME thread (splitting is pure Python), within the budget."""
+        await self.start()
+        spans = await asyncio.get_running_loop().run_in_executor(self._lime, lambda: [sentence_spans(t) for t in texts])
+        count, limit = sum(map(len, spans)), self.settings.max_explain_sentences
+        if count > limit:
+            raise ExplanationTooLarge(count, limit)
+        return spans
+
+    async def explain(self, text: str, spans: list[Span]) -> dict:
+        """Sentence-level LIME of ``text``, cut into ``spans``, for both models (run side by side)."""
         await self.start()
         loop = asyncio.get_running_loop()
-        spans = await loop.run_in_executor(self._lime, sentence_spans, text)
         names = list(self.batchers)
         call = LimeCall(loop)
         try:

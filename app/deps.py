@@ -12,8 +12,8 @@ from fastapi import Depends, Request
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from app.analysis import Analyzer
-from app.errors import ClientGone, DatabaseUnavailable, ModelsUnavailable
+from app.analysis import Analyzer, ExplanationTooLarge
+from app.errors import AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
 from app.settings import Settings
 
 DISCONNECT_POLL_S = 0.25  # how often a running analysis looks whether its client is still there
@@ -51,8 +51,11 @@ def require_models(analyzer: Analyzer) -> None:
         raise ModelsUnavailable(analyzer.problem)
 
 
-async def analyze_while_connected(request: Request, analyzer: Analyzer, texts: list[str], explain: bool) -> list[dict]:
-    """``analyzer.analyze``, cancelled as soon as the client goes away (``ClientGone``)."""
+async def analyze_while_connected(
+    request: Request, analyzer: Analyzer, field: str, texts: list[str], explain: bool
+) -> list[dict]:
+    """``analyzer.analyze``, cancelled as soon as the client goes away (``ClientGone``); an
+    explanation over the budget is a 422 naming ``field``, the body field of the texts."""
     task = asyncio.ensure_future(analyzer.analyze(texts, explain))
     try:
         while True:
@@ -61,5 +64,7 @@ async def analyze_while_connected(request: Request, analyzer: Analyzer, texts: l
                 return task.result()
             if await request.is_disconnected():
                 raise ClientGone()
+    except ExplanationTooLarge as error:
+        raise AppError.one(422, field, str(error), error.limit) from None
     finally:
         task.cancel()

@@ -5,7 +5,7 @@ Each check raises ``AppError`` (422) naming the field and the limit, before any 
 
 import ipaddress
 
-from app.analysis import analysis_cost, sentence_spans
+from app.analysis import analysis_cost
 from app.errors import AppError, problem
 from app.settings import Settings
 
@@ -43,23 +43,21 @@ def check_texts(texts: list[str], settings: Settings) -> None:
         raise AppError(422, problems)
 
 
-def check_explanation_budget(field: str, texts: list[str], settings: Settings) -> None:
-    """The explanation work one request may ask for: characters and sentences to explain, model passes.
+def check_explanation_size(field: str, texts: list[str], settings: Settings) -> None:
+    """The explanation work one request may ask for: characters to explain, and model passes.
 
     LIME scores every explained text ``lime_samples`` times, so its cost grows with the
-    characters (the models read them all) and the sentences (LIME's features)."""
-    sentences = sum(len(sentence_spans(text)) for text in texts)
-    for amount, unit, limit, variable in (
-        (sum(map(len, texts)), "characters", settings.max_explain_chars, "TEXTFLIX_MAX_EXPLAIN_CHARS"),
-        (sentences, "sentences", settings.max_explain_sentences, "TEXTFLIX_MAX_EXPLAIN_SENTENCES"),
-    ):
-        if amount > limit:
-            raise AppError.one(
-                422, field,
-                f"Explaining this means explaining {amount:,} {unit}; one request may ask for at most {limit:,} "
-                f"({variable}). Send fewer or shorter texts, or leave out the explanations.",
-                limit,
-            )  # fmt: skip
+    characters (the models read them all). The sentences to explain (LIME's features)
+    are counted once the analysis is admitted (``ExplanationTooLarge``): splitting costs
+    time, which a refused request should not get."""
+    amount, limit = sum(map(len, texts)), settings.max_explain_chars
+    if amount > limit:
+        raise AppError.one(
+            422, field,
+            f"Explaining this means explaining {amount:,} characters; one request may ask for at most {limit:,} "
+            "(TEXTFLIX_MAX_EXPLAIN_CHARS). Send fewer or shorter texts, or leave out the explanations.",
+            limit,
+        )  # fmt: skip
     cost, capacity = analysis_cost(texts, True, settings.lime_samples), settings.max_work_in_flight
     if cost > capacity:
         raise AppError.one(

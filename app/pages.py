@@ -17,7 +17,7 @@ from app import queries
 from app.analysis import Analyzer
 from app.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
 from app.errors import AppError, route_path, wants_json
-from app.limits import MAX_ID, check_explanation_budget, check_text, plausible_identifier
+from app.limits import MAX_ID, check_explanation_size, check_text, plausible_identifier
 from app.settings import Settings
 from app.templating import STATIC_DIR, templates
 from app.view import View
@@ -97,7 +97,7 @@ def about_page(request: Request, session: Session = Depends(get_session)) -> Res
 
 async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
     """Both models on one text, as the page shows them."""
-    [result] = await analyze_while_connected(request, analyzer, [text], True)
+    [result] = await analyze_while_connected(request, analyzer, "text", [text], True)
     predictions = {
         model: {**prediction, "confidence": queries.confidence_of(prediction)}
         for model, prediction in result["predictions"].items()
@@ -138,7 +138,7 @@ async def _analysis(request: Request, analyzer: Analyzer, settings: Settings, da
     if not text.strip():
         raise AppError.one(422, "text", "Paste a review into the box first.", 1)
     check_text("text", text, settings)
-    check_explanation_budget("text", [text], settings)
+    check_explanation_size("text", [text], settings)
     data["result"] = await _analyze(request, analyzer, text)
 
 

@@ -6,7 +6,7 @@ from app.analysis import Analyzer
 from app.deps import analyze_while_connected, get_analyzer, get_settings, require_models
 from app.errors import GUARD_ERRORS, error_responses
 from app.guard import bearer
-from app.limits import check_explanation_budget, check_texts
+from app.limits import check_explanation_size, check_texts
 from app.schemas import PredictRequest, PredictResponse
 from app.settings import Settings
 
@@ -33,6 +33,6 @@ async def predict(
     Concurrent requests are batched together for the models."""
     check_texts(body.texts, settings)
     if body.explain:
-        check_explanation_budget("texts", body.texts, settings)
+        check_explanation_size("texts", body.texts, settings)
     require_models(analyzer)
-    return {"results": await analyze_while_connected(request, analyzer, body.texts, body.explain)}
+    return {"results": await analyze_while_connected(request, analyzer, "texts", body.texts, body.explain)}

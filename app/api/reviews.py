@@ -20,7 +20,7 @@ from app.deps import (
 )
 from app.errors import GUARD_ERRORS, AppError, error_responses
 from app.guard import bearer
-from app.limits import MAX_ID, check_explanation_budget, check_identifier, check_text, check_write_allowed
+from app.limits import MAX_ID, check_explanation_size, check_identifier, check_text, check_write_allowed
 from app.schemas import ReviewDetail, ReviewRequest, ReviewResult
 from app.settings import Settings
 from app.store import catalogue_title_exists, store_user_review
@@ -57,14 +57,14 @@ async def post_review(
     and the answer is 200."""
     check_text("text", body.text, settings)
     check_identifier("title_id", body.title_id)
-    check_explanation_budget("text", [body.text], settings)
+    check_explanation_size("text", [body.text], settings)
     require_models(analyzer)
     if body.title_id is not None:
         check_write_allowed(settings)
         engine = get_engine(request)  # only a review to store needs the database
         if not await run_in_threadpool(catalogue_title_exists, engine, body.title_id):
             raise AppError.one(422, "title_id", f"There is no title {body.title_id!r} in the catalogue.")
-    [result] = await analyze_while_connected(request, analyzer, [body.text], True)
+    [result] = await analyze_while_connected(request, analyzer, "text", [body.text], True)
     answer = {**result, "stored": False, "title_id": body.title_id, "label": body.label}
     if body.label is not None:
         for prediction in answer["predictions"].values():
