@@ -51,6 +51,8 @@ log = logging.getLogger("textflix")
 ProbaFn = Callable[[list[str]], np.ndarray]
 URGENT, BACKGROUND = 0, 1  # a request's own texts; LIME's perturbed texts
 FULL_TEXT_CHARS = 1000  # about the characters that fill BERT's window of 256 tokens
+# Full-length texts per model call by default: one forward pass on CPU (2048 tokens), a large batch on CUDA.
+CALL_WEIGHT = {"cpu": 8, "cuda": 256}
 
 
 def sentence_spans(text: str) -> list[Span]:
@@ -138,7 +140,7 @@ class MicroBatcher:
     a batch; cancelled calls are dropped.
     """
 
-    def __init__(self, name: str, predict: ProbaFn, window_s: float, max_texts: int, call_weight: float = 32):
+    def __init__(self, name: str, predict: ProbaFn, window_s: float, max_texts: int, call_weight: float = 8):
         self.name = name
         self.predict = predict
         self.window_s = window_s
@@ -327,7 +329,7 @@ def load_analyzer(settings: Settings) -> Analyzer:
 
         name = f"{device} ({torch.cuda.get_device_name(device)})"
     log.info("Models loaded from %s on %s in %.1f s.", settings.models_dir, name, time.perf_counter() - started)
-    return ModelAnalyzer(models, settings, name)
+    return ModelAnalyzer(models, settings, name, settings.batch_max_weight or CALL_WEIGHT[device.type])
 
 
 class LimeCall:
@@ -369,13 +371,12 @@ class ModelAnalyzer:
 
     problem: str | None = None
 
-    def __init__(self, models: dict[str, ProbaFn], settings: Settings, device: str = "cpu"):
+    def __init__(self, models: dict[str, ProbaFn], settings: Settings, device: str = "cpu", call_weight: float = 8):
         self.settings = settings
         self.device = device
         window = settings.batch_window_ms / 1000.0
         self.batchers = {
-            name: MicroBatcher(name, models[name], window, settings.batch_max_texts, settings.batch_max_weight)
-            for name in MODELS
+            name: MicroBatcher(name, models[name], window, settings.batch_max_texts, call_weight) for name in MODELS
         }
         self.work = WorkLimiter(settings.max_work_in_flight)
         self._lime: ThreadPoolExecutor | None = None

@@ -40,12 +40,12 @@ def cue_model(seconds_per_call: float):
     return predict
 
 
-def analyzer_app(database: str, seconds_per_call: float = 0.0, **settings) -> tuple:
+def analyzer_app(database: str, seconds_per_call: float = 0.0, call_weight: float = 8, **settings) -> tuple:
     values = dict(database_url=database, lime_samples=16, batch_window_ms=2, **settings)
     app_settings = Settings(**values)
     app = create_app(app_settings)
     models = {"nbsvm": cue_model(seconds_per_call), "bert": cue_model(seconds_per_call)}
-    analyzer = ModelAnalyzer(models, app_settings, "cpu (stand-in models)")
+    analyzer = ModelAnalyzer(models, app_settings, "cpu (stand-in models)", call_weight)
     app.dependency_overrides[get_analyzer] = lambda: analyzer
     return app, analyzer, models
 
@@ -130,7 +130,7 @@ def test_a_short_prediction_overtakes_queued_explanations():
 
 
 def test_work_for_a_client_that_left_is_cancelled(web_database):
-    app, analyzer, models = analyzer_app(web_database, seconds_per_call=0.1, batch_max_weight=1, explain_workers=2)
+    app, analyzer, models = analyzer_app(web_database, seconds_per_call=0.1, call_weight=1, explain_workers=2)
     with serve_in_thread(app) as url:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{url}/api/predict", json={"texts": [review(8)] * 4, "explain": True}, timeout=0.5)
