@@ -4,8 +4,8 @@ A pure ASGI middleware, so it answers before the body is parsed, in this order:
 
 1. ``TEXTFLIX_API_TOKEN`` set: ``Authorization: Bearer <token>`` or 401 (none) / 403
    (wrong); the token is compared in constant time (``hmac.compare_digest``). The
-   /analyze form, which a browser sends without headers of its own, may carry the
-   token in its ``token`` field instead.
+   /analyze page checks it itself (``token_problem``), after reading the form, whose
+   ``token`` field a browser fills in: a wrong token then gives back the form, text kept.
 2. ``Content-Type`` must be ``application/json`` (or ``+json``), and for /analyze may
    also be a form (``application/x-www-form-urlencoded``): 415 otherwise.
 3. The body may not be over ``max_body_bytes``: 413 when ``Content-Length`` says so,
@@ -17,7 +17,6 @@ does not take a request past the gate. The body it read is handed on unchanged.
 
 import email.message
 import hmac
-from urllib.parse import parse_qs
 
 from fastapi.security import HTTPBearer
 from starlette.datastructures import Headers
@@ -62,12 +61,6 @@ def token_problem(authorization: str | None, token: bytes) -> tuple[int, str] | 
     return None
 
 
-def form_token(body: bytes) -> str | None:
-    """The ``token`` field of an urlencoded form, as an Authorization header value."""
-    values = parse_qs(body.decode("utf-8", "replace")).get("token")
-    return f"Bearer {values[0]}" if values else None
-
-
 class ApiGuard:
     def __init__(self, app: ASGIApp, settings: Settings):
         self.app = app
@@ -90,9 +83,11 @@ class ApiGuard:
             response = error_response(Request(scope), status, [problem(field, message, limit)], extra)
             await response(scope, receive, send)
 
-        if self.token is not None and ("authorization" in headers or not analyze):  # before the body is read
+        if self.token is not None and not analyze:  # before the body is read
             if refused := token_problem(headers.get("authorization"), self.token):
-                return await refuse(*self._token_refusal(refused))
+                status, message = refused
+                extra = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+                return await refuse(status, "Authorization", message, extra=extra)
         media_type = content_type(headers.get("content-type"))
         if not (is_json(media_type) or (analyze and media_type == FORM)):
             got = f"got {media_type!r}" if media_type else "none was sent"
@@ -120,10 +115,6 @@ class ApiGuard:
             bytes(body).decode("utf-8")
         except UnicodeDecodeError as error:
             return await refuse(400, "body", f"The body is not valid UTF-8 (byte {error.start}).")
-        if self.token is not None and "authorization" not in headers:  # the /analyze form's own field
-            given = form_token(bytes(body)) if media_type == FORM else None
-            if refused := token_problem(given, self.token):
-                return await refuse(*self._token_refusal(refused))
 
         sent = False
 
@@ -135,8 +126,3 @@ class ApiGuard:
             return await receive()
 
         await self.app(scope, replay, send)
-
-    @staticmethod
-    def _token_refusal(refused: tuple[int, str]) -> tuple:
-        status, message = refused
-        return status, "Authorization", message, None, {"WWW-Authenticate": "Bearer"} if status == 401 else None

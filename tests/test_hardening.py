@@ -158,8 +158,11 @@ def gated(web_database):
 def test_analyze_runs_only_on_post_and_needs_the_token(gated):
     client, models = gated
     assert client.get("/analyze.json", params={"text": "A good film."}).json()["result"] is None
-    assert client.post("/analyze", data={"text": "A good film."}).status_code == 401
-    assert client.post("/analyze", data={"text": "A good film.", "token": "wrong"}).status_code == 403
+    response = client.post("/analyze", data={"text": "A good film."})
+    assert response.status_code == 401 and "Fill in this server" in response.text
+    response = client.post("/analyze", data={"text": "A good film.", "token": "wrong"})
+    assert response.status_code == 403 and "A good film." in response.text  # the form, text kept
+    assert client.post("/analyze.json", json={"text": "Good."}, headers={"Authorization": "Bearer no"}).status_code == 403
     response = client.post("/analyze", data={"text": "A good film.", "token": "s3cret"})
     assert response.status_code == 200 and 'class="model-col"' in response.text
     assert 'name="token"' in response.text  # the form asks for the token
@@ -197,6 +200,8 @@ def test_analyze_answers_a_4xx_to_malformed_json(web_database):
         assert response.status_code == 422 and response.json()["detail"][0]["field"] == "text"
         response = client.post("/analyze", content=b"{", headers={"Content-Type": "application/json"})
         assert response.status_code == 400 and "<textarea" in response.text  # the form, saying what was wrong
+        response = client.post("/analyze", content=b'{"text": "\\ud800 a"}', headers={"Content-Type": "application/json"})
+        assert response.status_code == 422 and "<textarea" in response.text
         deep_api = b'{"texts": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
         response = client.post("/api/predict", content=deep_api, headers={"Content-Type": "application/json"})
         assert 400 <= response.status_code < 500
