@@ -13,6 +13,7 @@ from syntok import segmenter
 
 GLUED = re.compile(r"(?<=[0-9a-z)\"'][.!?])(?=[A-Z][a-z])|(?<=[!?])(?=[A-Z][a-z])")
 ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "prof", "no", "vol"}
+TERMINALS = ".!?"
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,18 @@ def split_sentences(text: str) -> list[Span]:
 def _split_glued(text: str, start: int, end: int) -> list[Span]:
     cuts = [start]
     for m in GLUED.finditer(text, start, end):
-        word = re.search(r"(\w+)[.!?]*$", text[cuts[-1] : m.start()])
-        if word and word.group(1).lower() in ABBREVIATIONS:
-            continue
-        cuts.append(m.start())
+        if _word_before(text, cuts[-1], m.start()).lower() not in ABBREVIATIONS:
+            cuts.append(m.start())
     cuts.append(end)
     return [Span(a, b, text[a:b]) for a, b in zip(cuts, cuts[1:]) if text[a:b].strip()]
+
+
+def _word_before(text: str, start: int, end: int) -> str:
+    """The word that ``text[start:end]`` ends with, before any terminals; "" if none."""
+    word_end = end
+    while word_end > start and text[word_end - 1] in TERMINALS:
+        word_end -= 1
+    word_start = word_end
+    while word_start > start and (text[word_start - 1].isalnum() or text[word_start - 1] == "_"):
+        word_start -= 1
+    return text[word_start:word_end]
