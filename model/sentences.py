@@ -22,8 +22,7 @@ from syntok import segmenter
 from syntok._segmentation_states import State  # syntok's terminals and brackets
 from syntok.tokenizer import Token, Tokenizer
 
-GLUED = r"(?=[A-Z][a-z])(?:(?<=[0-9a-z)\"'][.!?])|(?<=[!?]))"
-GLUED_CUT = re.compile(GLUED)
+GLUED = re.compile(r"(?=[A-Z][a-z])(?:(?<=[0-9a-z)\"'][.!?])|(?<=[!?]))")
 ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "prof", "no", "vol"}
 TERMINALS = ".!?"
 
@@ -44,8 +43,8 @@ SYNTOK_TOKENIZER_CHARS = 10  # characters it scans for one unit
 TERMINAL_COST = 3  # more, for the decision syntok takes there
 BRACKET_SCAN = 50  # tokens syntok scans after an opening bracket, if it finds no closing one
 
-# The plain rule cuts at blank lines, at white space after terminals (after one closing
-# quote or bracket, or after none but not after an abbreviation), and at glued runs.
+# The plain rule cuts at blank lines and at white space after terminals (after one closing
+# quote or bracket, or after none but not after an abbreviation).
 NOT_AFTER_ABBREVIATION = "".join(  # a look-behind has one width: one for each length
     rf"(?<!\b(?i:{'|'.join(words)})[.!?])"
     for _, words in groupby(sorted(ABBREVIATIONS, key=lambda word: (len(word), word)), key=len)
@@ -54,7 +53,6 @@ PLAIN_CUT = re.compile(
     r"(?=\s)(?:(?<=\S)[^\S\n]*\n[^\S\n]*\n\s*"
     rf"|(?<=[.!?]){NOT_AFTER_ABBREVIATION}\s+"
     r"|(?<=[.!?][\"'\u201d\u2019)\]])\s+)"
-    rf"|(?:{GLUED}){NOT_AFTER_ABBREVIATION}"
 )
 
 
@@ -78,8 +76,11 @@ class SyntokBudget:
 
     def metered(self, paragraph: str) -> Iterator[Token]:
         """The tokens of ``paragraph``, each paid for as syntok takes it; raises OverBudget."""
-        if PARAGRAPH_COST + len(CHUNK.findall(paragraph)) > self.left:
-            raise OverBudget  # every chunk is a token at least
+        # Each chunk is a token at least, and syntok's tokenizer makes those with non-ASCII characters.
+        chunks = CHUNK.findall(paragraph)
+        least = len(chunks) + (SYNTOK_TOKENIZER_COST - 1) * sum(not chunk.isascii() for chunk in chunks)
+        if PARAGRAPH_COST + least > self.left:
+            raise OverBudget
         self._spend(PARAGRAPH_COST)
         opened = []  # the numbers of the tokens that open brackets not closed yet
         for number, (token, cost) in enumerate(_tokens(paragraph)):
@@ -174,7 +175,7 @@ def _plain_word_tokens(spacing: str, offset: int, before: str, word: str, after:
 
 def _split_glued(text: str, start: int, end: int) -> list[Span]:
     cuts = [start]
-    for m in GLUED_CUT.finditer(text, start, end):
+    for m in GLUED.finditer(text, start, end):
         if _word_before(text, cuts[-1], m.start()).lower() not in ABBREVIATIONS:
             cuts.append(m.start())
     cuts.append(end)
