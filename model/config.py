@@ -8,12 +8,16 @@ that ``shapes_build``, part of the build's fingerprint and run record. This modu
 imports nothing heavy, so that the command line starts fast.
 """
 
+import re
 from pathlib import Path
 from typing import ClassVar, Literal, Self
 
 from pydantic import BaseModel, Field, field_validator
 
-IMDB_URL = "http://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+# The official archive at IMDB_URL, as its authors publish it.
+IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
+IMDB_BYTES = 84_125_825
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -34,7 +38,28 @@ class Seeded(ConfigGroup):
 
 class Sources(ConfigGroup):
     imdb: str = Field(IMDB_URL, description="Path or URL of aclImdb_v1.tar.gz.")
+    imdb_sha256: str | None = Field(
+        None,
+        description="SHA-256 the archive must have. Default: the official archive's for the official URL; "
+        "none for another URL (the download is used unverified) or a local path.",
+    )
     movies: Path | None = Field(None, description="Movie metadata TSV (movies.tsv format).")
+
+    @field_validator("imdb_sha256", mode="before")
+    @classmethod
+    def _imdb_sha256(cls, value):
+        if isinstance(value, str):
+            value = value.strip().lower() or None  # TEXTFLIX_IMDB_SHA256= (empty) means the default
+            if value is not None and not re.fullmatch(r"[0-9a-f]{64}", value):
+                raise ValueError("a SHA-256 is 64 hexadecimal digits")
+        return value
+
+    @property
+    def expected_sha256(self) -> str | None:
+        """The digest the archive is checked against, if any."""
+        if self.imdb_sha256 is None and self.imdb == IMDB_URL:
+            return IMDB_SHA256
+        return self.imdb_sha256
 
 
 class SplitConfig(Seeded):

@@ -5,6 +5,8 @@ The archive is read member by member with ``tarfile`` (never unpacked), review
 """
 
 import csv
+import hashlib
+import logging
 import random
 import re
 import tarfile
@@ -17,9 +19,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from model.config import Sources, SplitConfig
+from model.config import IMDB_BYTES, IMDB_SHA256, Sources, SplitConfig
 from model.names import NEGATIVE, POSITIVE, SHORT_LABELS
 
+log = logging.getLogger("textflix")
 LABEL_OF = {short: label for label, short in SHORT_LABELS.items()}
 LABELLED_FOLDERS = [(split, polarity) for split in ("train", "test") for polarity in ("pos", "neg")]
 MEMBER = re.compile(r"^aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")
@@ -73,40 +76,77 @@ def clean_text(text: str) -> str:
     return re.sub(r"\s*<br\s*/?>\s*", "\n", text).strip()
 
 
-def download(url: str, destination: Path) -> Path:
-    """Fetch ``url`` into ``destination`` once, with progress, checking the size."""
+def download(url: str, destination: Path, sha256: str | None = None, size: int | None = None) -> Path:
+    """Fetch ``url`` into ``destination`` once, with progress, checked against ``sha256`` and ``size`` if given.
+
+    The file is written under a temporary name beside ``destination`` and renamed only once it
+    checks out. A file already at ``destination`` is checked the same way before it is reused,
+    and fetched again if it fails.
+    """
     if destination.exists():
-        return destination
+        problem = _mismatch(destination, sha256, size) if sha256 else None
+        if problem is None:
+            return destination
+        log.warning("%s %s; downloading it again.", destination, problem)
+        destination.unlink()
     destination.parent.mkdir(parents=True, exist_ok=True)
     partial = destination.with_name(destination.name + ".part")
+    try:
+        _fetch(url, partial)
+        if sha256 and (problem := _mismatch(partial, sha256, size)):
+            raise DataError(f"{url}: the download {problem}; it was deleted.")
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(destination)
+    return destination
+
+
+def _fetch(url: str, path: Path) -> None:
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
             expected = int(response.headers.get("Content-Length") or 0) or None
             with (
-                open(partial, "wb") as out,
+                open(path, "wb") as out,
                 tqdm(total=expected, unit="B", unit_scale=True, desc="Download IMDB") as bar,
             ):
                 while chunk := response.read(1 << 20):
                     out.write(chunk)
                     bar.update(len(chunk))
     except OSError as error:
-        partial.unlink(missing_ok=True)
         raise DataError(f"{url}: download failed ({error}).") from error
-    received = partial.stat().st_size
+    received = path.stat().st_size
     if expected is not None and received != expected:
-        partial.unlink(missing_ok=True)
         raise DataError(f"{url}: download incomplete, {received} of {expected} bytes.")
-    partial.replace(destination)
-    return destination
 
 
-def locate_archive(imdb: str, data_dir: Path) -> Path:
-    """A local path to the archive, downloading it into ``data_dir`` if ``imdb`` is a URL."""
-    if re.match(r"^https?://", imdb):
-        return download(imdb, data_dir / Path(imdb).name)
-    path = Path(imdb).expanduser()
+def _mismatch(path: Path, sha256: str, size: int | None) -> str | None:
+    """How the file at ``path`` differs from the one expected, or None; its size is checked first."""
+    actual_size = path.stat().st_size
+    if size is not None and actual_size != size:
+        return f"has {actual_size:,} bytes where {size:,} were expected"
+    with open(path, "rb") as f:
+        actual = hashlib.file_digest(f, "sha256").hexdigest()
+    return f"has SHA-256 {actual} where {sha256} was expected" if actual != sha256 else None
+
+
+def locate_archive(sources: Sources, data_dir: Path) -> Path:
+    """A local path to the archive ``sources.imdb``, downloaded into ``data_dir`` if it is a URL.
+
+    The archive is checked against ``sources.expected_sha256`` (the official archive's size too)
+    where there is one: a download that fails is deleted, a local file that fails refused.
+    """
+    sha256 = sources.expected_sha256
+    size = IMDB_BYTES if sha256 == IMDB_SHA256 else None
+    if re.match(r"^https?://", sources.imdb):
+        if sha256 is None:
+            log.warning("%s: no SHA-256 to check it against (imdb_sha256), so it is used unverified.", sources.imdb)
+        return download(sources.imdb, data_dir / Path(sources.imdb).name, sha256, size)
+    path = Path(sources.imdb).expanduser()
     if not path.is_file():
         raise DataError(f"{path}: no such file (expected aclImdb_v1.tar.gz).")
+    if sha256 and (problem := _mismatch(path, sha256, size)):
+        raise DataError(f"{path} {problem} (imdb_sha256).")
     return path
 
 
@@ -193,7 +233,7 @@ def make_splits(reviews: list[RawReview], config: SplitConfig) -> Splits:
 
 def read_splits(sources: Sources, config: SplitConfig, data_dir: Path) -> Splits:
     """The archive (downloaded into ``data_dir`` if need be) split as ``config`` says, with movie metadata."""
-    archive = locate_archive(sources.imdb, data_dir)
+    archive = locate_archive(sources, data_dir)
     reviews = read_archive(archive)
     splits = make_splits(reviews, config)
     splits.archive, splits.reviews_read = archive, len(reviews)

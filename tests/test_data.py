@@ -1,17 +1,23 @@
 """The archive loader, splits and movie metadata, on archives the tests build."""
 
+import hashlib
 import http.server
+import re
 import threading
 from functools import partial
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from model.config import SplitConfig
-from model.data import DataError, locate_archive, make_splits, read_archive, read_movies
+from app.cli import parser
+from app.settings import Settings
+from model.config import IMDB_SHA256, IMDB_URL, Sources, SplitConfig
+from model.data import DataError, download, locate_archive, make_splits, read_archive, read_movies
 from tests.conftest import SHARED_MOVIES, write_archive
 
 URL = "http://www.imdb.com/title/{}/usercomments"
+ARCHIVE = "aclImdb_v1.tar.gz"
 
 
 def tiny_files() -> dict[str, str]:
@@ -33,7 +39,22 @@ def tiny_files() -> dict[str, str]:
 
 @pytest.fixture
 def tiny_archive(tmp_path) -> Path:
-    return write_archive(tmp_path / "aclImdb_v1.tar.gz", tiny_files())
+    return write_archive(tmp_path / ARCHIVE, tiny_files())
+
+
+@pytest.fixture
+def served_archive(tiny_archive):
+    """``tiny_archive`` and its URL on a local HTTP server."""
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(tiny_archive.parent))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield tiny_archive, f"http://127.0.0.1:{server.server_port}/{tiny_archive.name}"
+    server.shutdown()
+    server.server_close()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_reads_labels_ratings_titles_and_strips_br(tiny_archive):
@@ -95,24 +116,74 @@ def test_wrong_archive_and_missing_urls(tmp_path):
 
 def test_missing_archive_file(tmp_path):
     with pytest.raises(DataError, match="no such file"):
-        locate_archive(str(tmp_path / "nowhere.tar.gz"), tmp_path)
+        locate_archive(Sources(imdb=str(tmp_path / "nowhere.tar.gz")), tmp_path)
 
 
-def test_download_over_http_once(tiny_archive, tmp_path):
-    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(tiny_archive.parent))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}/{tiny_archive.name}"
-        fetched = locate_archive(url, tmp_path / "data")
-        assert fetched.read_bytes() == tiny_archive.read_bytes()
-        assert not list((tmp_path / "data").glob("*.part"))
-        with pytest.raises(DataError, match="download failed"):
-            locate_archive(url.replace(tiny_archive.name, "missing.tar.gz"), tmp_path / "data")
-        tiny_archive.unlink()
-        assert locate_archive(url, tmp_path / "data") == fetched  # no second download
-    finally:
-        server.server_close()
+def test_download_over_http_once(served_archive, tmp_path):
+    archive, url = served_archive
+    fetched = locate_archive(Sources(imdb=url), tmp_path / "data")  # another URL: no digest to check
+    assert fetched.read_bytes() == archive.read_bytes()
+    assert not list((tmp_path / "data").glob("*.part"))
+    with pytest.raises(DataError, match="download failed"):
+        locate_archive(Sources(imdb=url.replace(archive.name, "missing.tar.gz")), tmp_path / "data")
+    archive.unlink()
+    assert locate_archive(Sources(imdb=url), tmp_path / "data") == fetched  # no second download
+
+
+def test_download_with_the_right_digest_is_kept_and_reused(served_archive, tmp_path):
+    archive, url = served_archive
+    sources = Sources(imdb=url, imdb_sha256=sha256(archive))
+    fetched = locate_archive(sources, tmp_path / "data")
+    assert fetched.read_bytes() == archive.read_bytes()
+    archive.unlink()
+    assert locate_archive(sources, tmp_path / "data") == fetched  # checked, and not fetched again
+
+
+def test_download_with_a_wrong_digest_is_refused_and_deleted(served_archive, tmp_path):
+    archive, url = served_archive
+    wrong = "0" * 64
+    message = f"{url}: the download has SHA-256 {sha256(archive)} where {wrong} was expected; it was deleted."
+    with pytest.raises(DataError, match=f"^{re.escape(message)}$"):
+        locate_archive(Sources(imdb=url, imdb_sha256=wrong), tmp_path / "data")
+    assert not list((tmp_path / "data").iterdir())
+
+
+def test_download_of_the_wrong_size_is_refused_before_hashing(served_archive, tmp_path):
+    archive, url = served_archive
+    size = archive.stat().st_size
+    with pytest.raises(DataError, match=f"the download has {size:,} bytes where {size + 1:,} were expected"):
+        download(url, tmp_path / "data" / ARCHIVE, sha256(archive), size + 1)
+    assert not list((tmp_path / "data").iterdir())
+
+
+def test_truncated_file_at_the_destination_is_downloaded_again(served_archive, tmp_path):
+    archive, url = served_archive
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / ARCHIVE).write_bytes(archive.read_bytes()[:100])
+    fetched = locate_archive(Sources(imdb=url, imdb_sha256=sha256(archive)), tmp_path / "data")
+    assert fetched.read_bytes() == archive.read_bytes()
+
+
+def test_local_archive_is_read_without_a_digest_unless_one_is_given(tiny_archive, tmp_path):
+    assert locate_archive(Sources(imdb=str(tiny_archive)), tmp_path) == tiny_archive
+    assert locate_archive(Sources(imdb=str(tiny_archive), imdb_sha256=sha256(tiny_archive)), tmp_path) == tiny_archive
+    with pytest.raises(DataError, match=rf"{re.escape(str(tiny_archive))} has SHA-256 \w+ where 0+ was expected"):
+        locate_archive(Sources(imdb=str(tiny_archive), imdb_sha256="0" * 64), tmp_path)
+    assert tiny_archive.is_file()  # refused, not deleted
+
+
+def test_the_official_url_is_checked_against_the_official_digest(monkeypatch):
+    assert IMDB_URL.startswith("https://")
+    assert Sources().expected_sha256 == IMDB_SHA256
+    assert Sources(imdb="https://example.org/aclImdb_v1.tar.gz").expected_sha256 is None
+    digest = "ab" * 32
+    assert Sources(imdb_sha256=f" {digest.upper()} ").expected_sha256 == digest
+    with pytest.raises(ValidationError, match="a SHA-256 is 64 hexadecimal digits"):
+        Sources(imdb_sha256="abc")
+    args = vars(parser().parse_args(["build", "--imdb-sha256", digest]))
+    assert Settings(**{k: v for k, v in args.items() if k != "command"}).group(Sources).expected_sha256 == digest
+    monkeypatch.setenv("TEXTFLIX_IMDB_SHA256", digest)
+    assert Settings().imdb_sha256 == digest
 
 
 def test_movies_tsv(tmp_path):

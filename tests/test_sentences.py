@@ -1,8 +1,19 @@
 """Sentence splitting on the awkward punctuation IMDB reviews have."""
 
+import time
+from itertools import pairwise
+
 import pytest
 
-from model.sentences import split_sentences
+from model.sentences import (
+    TOKENIZER,
+    OverBudget,
+    SyntokBudget,
+    _paragraphs,
+    _syntok_sentences,
+    _tokens,
+    split_sentences,
+)
 
 
 @pytest.mark.parametrize(
@@ -42,3 +53,76 @@ def test_spans_point_into_the_text():
     assert [text[s.start : s.end] for s in spans] == [s.text for s in spans]
     assert [s.start for s in spans] == sorted(s.start for s in spans)
     assert len(spans) == 4
+
+
+# Texts of up to 20,000 characters built to be slow to split: runs of punctuation,
+# thousands of abbreviations, no spaces, one long word, many lines and paragraphs,
+# unclosed brackets, dense glued sentences, mixed scripts.
+HOSTILE = {
+    "long word then abbreviations": "a" * 2000 + " Mr.Xy" * 400,
+    "exclamation marks": "!" * 20000,
+    "mixed terminals": "?!." * 6000,
+    "full stops": "." * 20000,
+    "ellipses": "... " * 5000,
+    "word then full stops": "a" + "." * 19999,
+    "abbreviations": "Mr. " * 5000,
+    "glued abbreviations": "Dr.X" * 5000,
+    "abbreviation alternations": "Mr.Xy ok.Ab" * 1800,
+    "no spaces": "a" * 20000,
+    "initials without spaces": "A.b" * 6000,
+    "glued sentences": "!Ab" * 6666,
+    "short sentences": "a. " * 6666,
+    "one long word": "Supercalifragilistic" * 1000,
+    "newlines": "\n" * 20000,
+    "paragraphs": "a.\n\n" * 5000,
+    "lines": "a\n" * 10000,
+    "unclosed brackets": "(The " * 4000,
+    "nested brackets": "( " * 10000,
+    "mixed scripts": ("Ça va? «Très» bien… 日本語の文。Ελληνικά! 😀 naïve—CAFÉ. " * 400)[:20000],
+}
+
+
+def best_of_3_ms(text: str) -> float:
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        split_sentences(text)
+        times.append(time.perf_counter() - start)
+    return min(times) * 1000
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_text_is_split_fast_into_valid_spans(text):
+    assert len(text) <= 20_000
+    spans = split_sentences(text)
+    assert all(text[s.start : s.end] == s.text == s.text.strip() != "" for s in spans)
+    assert all(a.end <= b.start for a, b in pairwise(spans))
+    assert best_of_3_ms(text) < 50
+
+
+def test_text_over_syntoks_budget_is_still_split_at_sentences():
+    brackets = "( " * 100  # syntok would look 50 tokens ahead after each
+    text = brackets + "Mr. Smith liked it. He said 7/10.Great\n\nThe end!"
+    with pytest.raises(OverBudget):
+        list(_syntok_sentences(text, SyntokBudget()))
+    assert [s.text for s in split_sentences(text)] == [
+        brackets + "Mr. Smith liked it.",
+        "He said 7/10.Great",
+        "The end!",
+    ]
+
+
+def test_tokens_made_here_are_syntoks():
+    paragraph = (
+        "  (Hello) world... don't McDonald's 7/10.Great U.S.A. well-known a_b iPhone 1990s DVDs "
+        "\u00abCa\u00bb na\u00efve\u00a0nbsp\u200bzwsp\x1cfs \u2018quoted\u2019 \u2014 dash!!! ?! ...end  "
+    )
+    made_here = [(t.spacing, t.value, t.offset) for t, _ in _tokens(paragraph)]
+    assert made_here == [(t.spacing, t.value, t.offset) for t in TOKENIZER.tokenize(paragraph)]
+
+
+def test_the_longest_real_reviews_fit_syntoks_budget(real_reviews):
+    for review in sorted(real_reviews, key=lambda r: len(r.text))[-10:]:
+        budget = SyntokBudget()
+        for _, paragraph in _paragraphs(review.text):
+            list(_syntok_sentences(paragraph, budget))  # raises OverBudget if it does not fit
