@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     errors = sum(count for (_, status), count in statuses.items() if status >= 500)
     print(f"5xx answers: {errors}")
     print(f"analysis work in flight 10 s after the clients hung up: {after['work_in_flight']} model passes")
-    print(f"server memory (RSS): {memory[0]:,.0f} MiB at the start, {max(memory):,.0f} MiB at most, {memory[-1]:,.0f} MiB at the end")
+    quarters = " / ".join(f"{memory[min(len(memory) - 1, len(memory) * q // 4)]:,.0f}" for q in range(5))
+    print(f"server memory (RSS) at the start, each quarter of the run and 10 s after: {quarters} MiB (most {max(memory):,.0f})")
     return 0
 
 
