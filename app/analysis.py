@@ -44,7 +44,9 @@ import numpy as np
 
 from app.errors import ServerBusy
 from app.settings import Settings
+from model.config import LimeConfig
 from model.names import DISPLAY_NAMES, MODELS, label_of
+from model.quality import assessment
 from model.sentences import Span, split_sentences
 
 log = logging.getLogger("textflix")
@@ -69,14 +71,23 @@ def finite(value: float) -> float:
     return float(value) if math.isfinite(value) else 0.0
 
 
+def finite_or_none(value):
+    """A figure for JSON: non-finite floats become None; other values pass."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def text_weight(text: str) -> float:
     """How much of a model call a text takes: 1 when it fills BERT's window, less when shorter."""
     return max(0.01, min(1.0, len(text) / FULL_TEXT_CHARS))
 
 
-def analysis_cost(texts: Sequence[str], explain: bool, lime_samples: int) -> int:
-    """Model passes an analysis may need per model: each text once, and LIME's samples for each explained text."""
-    return len(texts) * (1 + (lime_samples if explain else 0))
+def analysis_cost(texts: Sequence[str], explain: bool, lime: LimeConfig) -> int:
+    """Model passes an analysis may need per model: each text once and, for each explained text,
+    the samples of both LIME runs and the faithfulness checks' top and random choices. (Their
+    single-sentence texts, two per sentence, mostly repeat LIME's and are bounded by
+    ``max_explain_sentences``.)"""
+    per_explanation = 2 * lime.lime_samples + 2 * (1 + lime.faithfulness_draws)
+    return len(texts) * (1 + (per_explanation if explain else 0))
 
 
 class ExplanationTooLarge(Exception):
@@ -415,7 +426,7 @@ class ModelAnalyzer:
         """Both models' predictions of ``texts`` (and explanations); ``ServerBusy`` when over capacity,
         ``ExplanationTooLarge`` when the texts have more sentences than one request may explain."""
         texts = list(texts)
-        async with self.work.admit(analysis_cost(texts, explain, self.settings.lime_samples)):
+        async with self.work.admit(analysis_cost(texts, explain, self.settings.group(LimeConfig))):
             if explain:  # side by side, so the texts and LIME's samples can share model calls
                 spans = await self._sentences(texts)
                 p_positive, *explanations = await asyncio.gather(
@@ -466,16 +477,22 @@ class ModelAnalyzer:
             }
             for i, span in enumerate(spans)
         ]
-        samples = self.settings.lime_samples
-        explanations = {
-            name: {"samples": samples, "intercept": finite(r.intercept), "score": finite(r.score)}
-            for name, r in by_model.items()
-        }
+        explanations = {name: self._explanation_info(result) for name, result in by_model.items()}
         return {"sentences": sentences, "explanations": explanations}
+
+    def _explanation_info(self, result) -> dict:
+        quality = {key: finite_or_none(value) for key, value in result.quality.as_dict().items()}
+        return {
+            "samples": self.settings.lime_samples,
+            "intercept": finite(result.intercept),
+            "score": finite(result.score),
+            "quality": quality,
+            **assessment(result.score, quality),
+        }
 
     def _lime_one(self, text: str, spans: list[Span], name: str, call: LimeCall):
         """LIME for one model, in a LIME thread; the model calls go through the batcher."""
         from model.explain import explain_sentences
 
         scorer = call.scorer(self.batchers[name])
-        return explain_sentences(text, spans, scorer, self.settings.lime_samples, self.settings.seed)
+        return explain_sentences(text, spans, scorer, self.settings.group(LimeConfig))

@@ -153,6 +153,20 @@ class Explanation(PerModel, Base):
     samples: Mapped[int] = mapped_column(Integer)
     intercept: Mapped[float] = mapped_column(Float)
     score: Mapped[float] = mapped_column(Float)  # R² of LIME's local linear model
+    # model.explain.Quality, sentence level only (null for words, or where undefined)
+    target: Mapped[str | None] = mapped_column(String(16))  # log_odds or probability
+    stability: Mapped[float | None] = mapped_column(Float)
+    top_k: Mapped[int | None] = mapped_column(Integer)
+    comprehensiveness: Mapped[float | None] = mapped_column(Float)
+    sufficiency: Mapped[float | None] = mapped_column(Float)
+    random_comprehensiveness: Mapped[float | None] = mapped_column(Float)
+    random_sufficiency: Mapped[float | None] = mapped_column(Float)
+    normalised_comprehensiveness: Mapped[float | None] = mapped_column(Float)
+    normalised_sufficiency: Mapped[float | None] = mapped_column(Float)
+    comprehensiveness_top: Mapped[float | None] = mapped_column(Float)
+    sufficiency_top: Mapped[float | None] = mapped_column(Float)
+    random_comprehensiveness_top: Mapped[float | None] = mapped_column(Float)
+    random_sufficiency_top: Mapped[float | None] = mapped_column(Float)
 
     review: Mapped[Review] = relationship(back_populates="explanations")
 

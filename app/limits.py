@@ -6,6 +6,7 @@ Each check raises ``AppError`` (422) naming the field and the limit, before any 
 import ipaddress
 
 from app.analysis import analysis_cost
+from model.config import LimeConfig
 from app.errors import AppError, problem
 from app.settings import Settings
 
@@ -58,7 +59,7 @@ def check_explanation_size(field: str, texts: list[str], settings: Settings) -> 
             "(TEXTFLIX_MAX_EXPLAIN_CHARS). Send fewer or shorter texts, or leave out the explanations.",
             limit,
         )  # fmt: skip
-    cost, capacity = analysis_cost(texts, True, settings.lime_samples), settings.max_work_in_flight
+    cost, capacity = analysis_cost(texts, True, settings.group(LimeConfig)), settings.max_work_in_flight
     if cost > capacity:
         raise AppError.one(
             422, field,

@@ -24,10 +24,12 @@ from model.names import (
     MODELS,
     NEGATIVE,
     POSITIVE,
+    SENTENCE,
     USER,
     WORD_LEVEL_MODEL,
     short_label,
 )
+from model.quality import QUALITY_FIELDS, assessment
 
 
 # --- rows ------------------------------------------------------------------------------
@@ -366,7 +368,7 @@ def review_page(session: Session, review_id: int, view: View) -> dict | None:
         page["word_scale"] = weight_scale(weight for _, weight in words)
         page["weight_scale"] = weight_scales([item], MODELS)
         page["explanations"] = [
-            {"model": e.model, "level": e.level, "samples": e.samples, "intercept": e.intercept, "score": e.score}
+            explanation_record(e)
             for e in session.scalars(
                 select(Explanation)
                 .where(Explanation.review_id == review_id)
@@ -374,6 +376,15 @@ def review_page(session: Session, review_id: int, view: View) -> dict | None:
             )
         ]
     return page
+
+
+def explanation_record(e: Explanation) -> dict:
+    """An explanation row as the review page and the API show it: LIME's fit, then its quality."""
+    record = {"model": e.model, "level": e.level, "samples": e.samples, "intercept": e.intercept, "score": e.score}
+    if e.level == SENTENCE:
+        record["quality"] = {name: getattr(e, name) for name in QUALITY_FIELDS}
+        record.update(assessment(e.score, record["quality"]))
+    return record
 
 
 def disagreements(session: Session) -> dict:

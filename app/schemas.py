@@ -87,10 +87,42 @@ class AnalyzedSentence(BaseModel):
     weights: ModelWeights = Field(description="LIME weight per model, signed toward positive.")
 
 
+class ExplanationQuality(BaseModel):
+    """How far a sentence explanation can be trusted (``model.quality``). Faithfulness figures are
+    drops in the predicted class's probability; null where undefined (a one-sentence text)."""
+
+    target: str | None = Field(None, description="What LIME explained: `log_odds` or `probability` of positive.")
+    stability: float | None = Field(
+        None, description="Spearman rank agreement of the weights of two LIME runs (seeds)."
+    )
+    top_k: int | None = Field(None, description="k of the `*_top` figures: 20 % of the sentences, at least 1.")
+    comprehensiveness: float | None = Field(
+        None, description="Drop when the top sentence is removed (higher is better)."
+    )
+    sufficiency: float | None = Field(None, description="Drop when only the top sentence is kept (lower is better).")
+    random_comprehensiveness: float | None = Field(None, description="The same for a random sentence (exact mean).")
+    random_sufficiency: float | None = Field(None, description="The same for a random sentence (exact mean).")
+    normalised_comprehensiveness: float | None = Field(
+        None, description="Comprehensiveness at k = 1 between the worst (0) and best (1) single sentence."
+    )
+    normalised_sufficiency: float | None = Field(
+        None, description="Sufficiency at k = 1 between the worst (0) and best (1) single sentence."
+    )
+    comprehensiveness_top: float | None = Field(None, description="Drop when the top k sentences are removed.")
+    sufficiency_top: float | None = Field(None, description="Drop when only the top k sentences are kept.")
+    random_comprehensiveness_top: float | None = Field(
+        None, description="The same for k random sentences (mean of draws)."
+    )
+    random_sufficiency_top: float | None = Field(None, description="The same for k random sentences (mean of draws).")
+
+
 class ExplanationInfo(BaseModel):
-    samples: int = Field(description="LIME samples drawn.")
+    samples: int = Field(description="LIME samples drawn per run.")
     intercept: float
     score: float = Field(description="R² of LIME's local linear model.")
+    quality: ExplanationQuality | None = Field(None, description="Sentence level: stability and faithfulness.")
+    weak: bool = Field(False, description="A poor fit (R² under 0.4) or unstable (stability under 0.5).")
+    reading: str | None = Field(None, description="The fit in plain words.")
 
 
 ModelExplanations = per_model("ModelExplanations", ExplanationInfo)
@@ -240,12 +272,9 @@ class WordWeightOut(BaseModel):
     weight: float
 
 
-class ExplanationRecord(BaseModel):
+class ExplanationRecord(ExplanationInfo):
     model: str
     level: str
-    samples: int
-    intercept: float
-    score: float
 
 
 class ReviewDetail(BaseModel):

@@ -221,22 +221,24 @@ def store_explanation(
     session: Session, review: Review, model: str, level: str, predict: Callable, build: Pipeline
 ) -> None:
     """Explain ``review`` with LIME for ``model`` at ``level`` and add the rows to ``session``."""
+    lime = build.settings.group(LimeConfig)
+    quality = {}
     if level == SENTENCE:
-        config = build.settings.group(LimeConfig)
-        samples = config.lime_samples
+        samples = lime.lime_samples
         sentences = review.sentences
-        result = explain.explain_sentences(review.text, sentences, predict, samples, config.seed)
+        result = explain.explain_sentences(review.text, sentences, predict, lime)
+        quality = result.quality.as_dict()
         for sentence, weight in zip(sentences, result.weights):
             session.add(SentenceWeight(sentence_id=sentence.id, model=model, weight=weight))
     else:
         config = build.settings.group(WordLimeConfig)
         samples = config.word_lime_samples
-        result = explain.explain_words(review.text, predict, samples, config.seed)
+        result = explain.explain_words(review.text, predict, samples, config.seed, lime.lime_target)
         for word, weight in zip(result.words, result.weights):
             session.add(WordWeight(review_id=review.id, model=model, word=word[:128], weight=weight))
     session.add(
         Explanation(
             review_id=review.id, model=model, level=level, samples=samples,
-            intercept=result.intercept, score=result.score,
+            intercept=result.intercept, score=result.score, **quality,
         )
     )  # fmt: skip

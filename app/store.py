@@ -62,6 +62,7 @@ def store_user_review(
             samples=info["samples"],
             intercept=finite(info["intercept"]),
             score=finite(info["score"]),
+            **info["quality"],
         )
         for model, info in result["explanations"].items()
     ]

@@ -108,7 +108,17 @@ class BertConfig(Seeded):
 class LimeConfig(Seeded):
     shapes_build = True
 
-    lime_samples: int = Field(64, ge=2, description="LIME samples per review, sentence level.")
+    lime_samples: int = Field(64, ge=2, description="LIME samples per review and run, sentence level.")
+    lime_kernel_width: float = Field(
+        25.0, gt=0, description="Width of LIME's sample-weighting kernel (lime's default is 25; wider weighs "
+        "heavily perturbed samples more)."
+    )
+    lime_target: Literal["log_odds", "probability"] = Field(
+        "log_odds", description="What LIME explains: the log-odds of 'positive' (default) or its probability."
+    )
+    faithfulness_draws: int = Field(
+        10, ge=1, description="Random choices of sentences each faithfulness figure is compared with."
+    )
 
 
 class WordLimeConfig(Seeded):

@@ -1,38 +1,65 @@
-"""LIME explanations: one weight per sentence (both models) or per word (NB-SVM).
+"""LIME explanations: a weight per sentence (both models) or per word (NB-SVM), with trust figures.
 
-Weights are signed toward "positive". Removed sentences are dropped from the
-perturbed text, not replaced by a placeholder.
+Weights are signed toward "positive", in the space ``LimeConfig.lime_target`` names
+(the log-odds of "positive" by default: there, removing a sentence from a review the
+model is 99 % sure of still shows). Removed sentences are dropped from the perturbed
+text, not replaced by a placeholder. Each sentence explanation comes with its
+``model.quality.Quality``: LIME's fit, stability across two seeds, and ERASER
+faithfulness against random sentences.
+
+Every text is scored once per explanation (``Memoized``): both LIME runs and the
+faithfulness checks share the scores, and each step sends its new texts in one call.
 """
 
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from lime.lime_text import LimeTextExplainer
+from lime.lime_text import IndexedString, LimeTextExplainer
 from scipy.linalg import LinAlgWarning
+from scipy.stats import spearmanr
 
+from model.config import LimeConfig
 from model.names import LABELS, POSITIVE
+from model.quality import LOG_ODDS, Quality
 from model.sentences import Span
 
 ProbaFn = Callable[[list[str]], np.ndarray]
 # With few samples LIME's ridge regression is often ill-conditioned; its fit is still usable.
 warnings.filterwarnings("ignore", category=LinAlgWarning, module="sklearn.linear_model._ridge")
 TARGET = LABELS.index(POSITIVE)  # weights are signed toward "positive"
+P_CLIP = 1e-6  # log-odds are taken of probabilities clipped to [P_CLIP, 1 - P_CLIP] (about ±13.8)
+TOP_FRACTION = 0.2  # the larger k of the faithfulness figures: 20 % of the sentences
 
 
-def deduplicated(predict_proba: ProbaFn) -> ProbaFn:
-    """Wrap a classifier so each distinct text is scored once per call.
+class Memoized:
+    """P("positive") of texts, each distinct text scored once, the new ones of a call in one call."""
 
-    LIME's perturbations of a review with few sentences repeat themselves a lot:
-    a review of 4 sentences has only 16 distinct subsets.
-    """
+    def __init__(self, predict_proba: ProbaFn):
+        self.predict_proba = predict_proba
+        self.scores: dict[str, float] = {}
 
-    def predict(texts: list[str]) -> np.ndarray:
-        unique, index = np.unique(np.array(texts, dtype=object), return_inverse=True)
-        return predict_proba(list(unique))[index.ravel()]
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        new = list(dict.fromkeys(t for t in texts if t not in self.scores))
+        if new:
+            p_positive = np.asarray(self.predict_proba(new))[:, TARGET]
+            self.scores.update(zip(new, map(float, p_positive)))
+        return np.array([self.scores[t] for t in texts])
 
-    return predict
+    def as_target(self, target: str) -> ProbaFn:
+        """A LIME classifier function whose positive column is the target (log-odds or probability)."""
+
+        def scores(texts: list[str]) -> np.ndarray:
+            p = self(texts)
+            if target == LOG_ODDS:
+                p = np.clip(p, P_CLIP, 1 - P_CLIP)
+                value = np.log(p) - np.log1p(-p)
+                return np.column_stack([-value, value])
+            return np.column_stack([1 - p, p])
+
+        return scores
 
 
 @dataclass
@@ -43,15 +70,17 @@ class Explanation:
     words: list[str] | None = None
 
 
-def explain_sentences(
-    text: str,
-    sentences: Sequence[Span],
-    predict_proba: ProbaFn,
-    num_samples: int,
-    seed: int,
+@dataclass
+class SentenceExplanation(Explanation):
+    quality: Quality | None = None
+
+
+def lime_sentences(
+    text: str, sentences: Sequence[Span], scores: ProbaFn, samples: int, seed: int, kernel_width: float
 ) -> Explanation:
-    """Sentence-level LIME: a weight per sentence of ``text``, in order."""
+    """One sentence-level LIME run: a weight per sentence, in order."""
     explainer = LimeTextExplainer(
+        kernel_width=kernel_width,
         class_names=list(LABELS),
         split_expression=lambda _: [s.text for s in sentences],
         bow=False,
@@ -59,11 +88,7 @@ def explain_sentences(
         random_state=seed,
     )
     result = explainer.explain_instance(
-        text,
-        deduplicated(predict_proba),
-        labels=(TARGET,),
-        num_features=len(sentences),
-        num_samples=num_samples,
+        text, scores, labels=(TARGET,), num_features=len(sentences), num_samples=samples
     )
     weights = dict(result.as_map()[TARGET])
     return Explanation(
@@ -73,12 +98,99 @@ def explain_sentences(
     )
 
 
-def explain_words(text: str, predict_proba: ProbaFn, num_samples: int, seed: int) -> Explanation:
+def explain_sentences(
+    text: str, sentences: Sequence[Span], predict_proba: ProbaFn, config: LimeConfig
+) -> SentenceExplanation:
+    """Sentence-level LIME of ``text`` with its ``Quality``: two runs (seeds ``seed`` and
+    ``seed + 1``) and the faithfulness checks, every distinct text scored once."""
+    memo = Memoized(predict_proba)
+    scores = memo.as_target(config.lime_target)
+    width = config.lime_kernel_width
+    first = lime_sentences(text, sentences, scores, config.lime_samples, config.seed, width)
+    second = lime_sentences(text, sentences, scores, config.lime_samples, config.seed + 1, width)
+    quality = faithfulness(text, sentences, first.weights, memo, config.faithfulness_draws, config.seed)
+    quality.target = config.lime_target
+    quality.stability = rank_agreement(first.weights, second.weights)
+    return SentenceExplanation(first.weights, first.intercept, first.score, quality=quality)
+
+
+def rank_agreement(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Spearman's rho of two weight vectors; None when it is undefined (under 2 values, or constant)."""
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return None
+    rho = spearmanr(a, b).statistic
+    return float(rho) if math.isfinite(rho) else None
+
+
+def top_count(sentences: int) -> int:
+    """k of the larger faithfulness figures: 20 % of the sentences, at least one."""
+    return max(1, math.ceil(TOP_FRACTION * sentences))
+
+
+def faithfulness(
+    text: str, sentences: Sequence[Span], weights: Sequence[float], score: Callable, draws: int, seed: int
+) -> Quality:
+    """ERASER comprehensiveness and sufficiency of the top sentences by ``weights``, against random ones.
+
+    ``score`` gives P("positive") of texts (a ``Memoized``); perturbed texts are built
+    exactly as LIME builds them, so the scores LIME already has are reused.
+    """
+    n = len(sentences)
+    quality = Quality(target="")
+    if n < 2:
+        return quality
+    indexed = IndexedString(text, split_expression=lambda _: [s.text for s in sentences], bow=False, mask_string="")
+    everything = np.arange(n)
+
+    def without(chosen) -> str:
+        return indexed.inverse_removing(list(chosen))
+
+    def only(chosen) -> str:
+        return indexed.inverse_removing(np.setdiff1d(everything, chosen))
+
+    k = top_count(n)
+    rng = np.random.default_rng(seed)
+    random_choices = [rng.choice(n, size=k, replace=False) for _ in range(draws)]
+    p_full = float(score([text])[0])
+    toward = 1.0 if p_full >= 0.5 else -1.0  # the predicted class
+    order = np.argsort(-toward * np.asarray(weights), kind="stable")
+    chosen_sets = [[i] for i in range(n)] + [order[:k]] + random_choices
+    texts = [without(c) for c in chosen_sets] + [only(c) for c in chosen_sets]
+    p = score(texts)
+    # drop in the predicted class's probability: removing (comprehensiveness), keeping (sufficiency)
+    drop = toward * (p_full - p)
+    removed, kept = drop[: len(chosen_sets)], drop[len(chosen_sets) :]
+    single_removed, single_kept = removed[:n], kept[:n]
+    top = order[0]
+    quality.comprehensiveness = float(single_removed[top])
+    quality.sufficiency = float(single_kept[top])
+    quality.random_comprehensiveness = float(single_removed.mean())  # exact: every single sentence
+    quality.random_sufficiency = float(single_kept.mean())
+    quality.normalised_comprehensiveness = _normalised(single_removed[top], single_removed, higher_is_better=True)
+    quality.normalised_sufficiency = _normalised(single_kept[top], single_kept, higher_is_better=False)
+    quality.top_k = k
+    quality.comprehensiveness_top = float(removed[n])
+    quality.sufficiency_top = float(kept[n])
+    quality.random_comprehensiveness_top = float(removed[n + 1 :].mean())
+    quality.random_sufficiency_top = float(kept[n + 1 :].mean())
+    return quality
+
+
+def _normalised(value: float, attainable: np.ndarray, higher_is_better: bool) -> float | None:
+    """Where ``value`` sits between the worst (0) and best (1) attainable values; None if all are equal."""
+    low, high = float(attainable.min()), float(attainable.max())
+    if high - low < 1e-12:
+        return None
+    position = (value - low) / (high - low)
+    return float(position if higher_is_better else 1 - position)
+
+
+def explain_words(text: str, predict_proba: ProbaFn, num_samples: int, seed: int, target: str = LOG_ODDS) -> Explanation:
     """Word-level LIME (bag of words): a weight per distinct word of ``text``."""
     explainer = LimeTextExplainer(class_names=list(LABELS), random_state=seed)
     result = explainer.explain_instance(
         text,
-        deduplicated(predict_proba),
+        Memoized(predict_proba).as_target(target),
         labels=(TARGET,),
         num_features=10_000,
         num_samples=num_samples,

@@ -72,7 +72,11 @@ def api_data_dir(tmp_path_factory, real_reviews) -> Path:
 
 
 def api_settings(data_dir: Path, **changes) -> Settings:
-    values = dict(data_dir=data_dir, lime_samples=LIME_SAMPLES, api_token=None, batch_window_ms=5, device="cpu")
+    # room for the 200 explained reviews of test_200_concurrent_posts_store_200_reviews at once
+    values = dict(
+        data_dir=data_dir, lime_samples=LIME_SAMPLES, api_token=None, batch_window_ms=5, device="cpu",
+        max_work_in_flight=16_384,
+    )  # fmt: skip
     return Settings(**{**values, **changes})
 
 

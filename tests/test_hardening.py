@@ -81,8 +81,8 @@ def test_a_request_over_the_explanation_budget_is_refused_naming_it(web_database
 
 
 def test_beyond_the_work_in_flight_a_request_gets_429_with_retry_after(web_database):
-    # each request needs 1 + 16 passes per model; the server takes 30 at once
-    app, analyzer, _ = analyzer_app(web_database, seconds_per_call=0.2, max_work_in_flight=30)
+    # each request needs 1 + 2 * 16 + 2 * (1 + 10) = 55 passes per model (analysis_cost); the server takes 60 at once
+    app, analyzer, _ = analyzer_app(web_database, seconds_per_call=0.2, max_work_in_flight=60)
 
     async def main(client):
         slow = [client.post("/api/predict", json={"texts": [review(6)], "explain": True}) for _ in range(2)]

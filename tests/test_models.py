@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from model.bert import BertClassifier, _stlr, checkpoint_location, head_and_tail, resolve_device
-from model.config import MINILM, BertConfig, NbsvmConfig
+from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.explain import explain_sentences, explain_words
 from model.metrics import classification_report, expected_calibration_error
 from model.nbsvm import NbsvmClassifier, stemmed_tokens
@@ -118,7 +118,7 @@ def test_sentence_lime_signs_follow_the_sentences(nbsvm):
     text = f"{POSITIVE} The film was shown on a Tuesday. {NEGATIVE}"
     sentences = split_sentences(text)
     assert len(sentences) == 3
-    explanation = explain_sentences(text, sentences, nbsvm.predict_proba, num_samples=32, seed=0)
+    explanation = explain_sentences(text, sentences, nbsvm.predict_proba, LimeConfig(lime_samples=32, seed=0))
     first, _, last = explanation.weights
     assert first > 0 > last
 
@@ -138,8 +138,9 @@ def test_lime_scores_each_distinct_perturbation_once(nbsvm):
         return nbsvm.predict_proba(texts)
 
     text = "Great fun. Awful ending."
-    explain_sentences(text, split_sentences(text), counting, num_samples=50, seed=0)
-    assert seen == [4]  # two sentences: four subsets, though LIME asked for 50 texts
+    explain_sentences(text, split_sentences(text), counting, LimeConfig(lime_samples=50, seed=0))
+    # two sentences: four subsets, though two LIME runs asked for 100 texts and the faithfulness checks for more
+    assert seen == [4]
 
 
 def test_metrics():

@@ -258,6 +258,27 @@ RUN = dict(
 )
 
 
+def explanation_figures(index: int, model: str) -> dict:
+    """LIME's fit and quality figures of a fixture explanation: BERT's on every third review are weak."""
+    weak = model == "bert" and index % 3 == 0
+    return dict(
+        samples=64, intercept=0.5, target="log_odds",
+        score=0.25 if weak else 0.8 + index / 100,
+        stability=0.3 if weak else 0.95,
+        top_k=1,
+        comprehensiveness=0.02 if weak else 0.3 + index / 100,
+        sufficiency=0.2 if weak else 0.05,
+        random_comprehensiveness=0.02 if weak else 0.1,
+        random_sufficiency=0.2 if weak else 0.25,
+        normalised_comprehensiveness=0.4 if weak else 1.0,
+        normalised_sufficiency=0.5 if weak else 0.9,
+        comprehensiveness_top=0.02 if weak else 0.3 + index / 100,
+        sufficiency_top=0.2 if weak else 0.05,
+        random_comprehensiveness_top=0.02 if weak else 0.1,
+        random_sufficiency_top=0.2 if weak else 0.25,
+    )  # fmt: skip
+
+
 def build_web_database(path: Path) -> str:
     """Create the fixture database as a SQLite file at ``path``; returns its URL."""
     return fill_web_database(f"sqlite:///{path}")
@@ -292,7 +313,7 @@ def fill_web_database(url: str) -> str:
             for model, (label, p_positive) in (("bert", bert), ("nbsvm", nbsvm)):
                 session.add(Prediction(review_id=review.id, model=model, label=label, p_positive=p_positive))
                 session.add(
-                    Explanation(review_id=review.id, model=model, level="sentence", samples=64, intercept=0.5, score=0.8)
+                    Explanation(review_id=review.id, model=model, level="sentence", **explanation_figures(index, model))
                 )
             for position, ((sentence, w_bert, w_nbsvm), (start, end)) in enumerate(zip(sentences, spans, strict=True)):
                 row = Sentence(review_id=review.id, position=position, start=start, end=end, text=sentence)

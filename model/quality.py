@@ -1,0 +1,85 @@
+"""How far a sentence explanation can be trusted: its figures, and how the site reads them.
+
+The figures are computed in ``model.explain``; this module is light (no lime, no
+torch), so that the web server and the export can read them without importing LIME.
+
+- ``score``: LIME's own surrogate fit, the weighted R² of its linear model;
+- ``stability``: Spearman rank agreement of the weights with a second LIME run that
+  uses another seed;
+- ERASER faithfulness (DeYoung et al. 2020), in probability of the predicted class:
+  *comprehensiveness*, its drop when the top sentences (by weight toward the predicted
+  class) are removed, and *sufficiency*, its drop when only they are kept (lower is
+  better); at k = 1 and at k = 20 % of the sentences (at least one), each beside the
+  same figure for randomly chosen sentences. At k = 1 every choice is scored, so the
+  random figure is exact, and the attainable range gives the normalised figures
+  (Edin et al. 2024): 0 = the worst single sentence, 1 = the best. Comparisons between
+  models use the normalised figures, since raw ones depend on how confident a model is.
+"""
+
+from dataclasses import asdict, dataclass, fields
+
+LOG_ODDS, PROBABILITY = "log_odds", "probability"  # what LIME explains: model.config.LimeConfig.lime_target
+# A weight below this (in its space) moves the prediction by about one percentage point at
+# 50 %: a sentence explanation with no larger weight is "empty".
+NEGLIGIBLE_WEIGHT = {LOG_ODDS: 0.05, PROBABILITY: 0.01}
+# The weight painted at full colour on every page, the same for every review and model.
+FULL_COLOUR_WEIGHT = {LOG_ODDS: 1.0, PROBABILITY: 0.2}
+GOOD_FIT, ROUGH_FIT = 0.7, 0.4  # R² from which the weights explain most / part of a prediction
+STABLE = 0.9  # Spearman from which two runs rank the sentences (nearly) alike
+UNSTABLE = 0.5  # below it, another run would tell a different story
+
+
+@dataclass
+class Quality:
+    """The trust figures of one sentence explanation (see the module's docstring).
+
+    Faithfulness figures are in probability of the predicted class; ``None`` where a
+    figure is undefined (a review of one sentence has nothing to choose between).
+    """
+
+    target: str
+    stability: float | None = None
+    top_k: int | None = None  # k of the ``*_top`` figures: 20 % of the sentences, at least 1
+    comprehensiveness: float | None = None  # k = 1
+    sufficiency: float | None = None
+    random_comprehensiveness: float | None = None
+    random_sufficiency: float | None = None
+    normalised_comprehensiveness: float | None = None  # 1 = the best single sentence to remove
+    normalised_sufficiency: float | None = None  # 1 = the best single sentence to keep
+    comprehensiveness_top: float | None = None  # k = top_k
+    sufficiency_top: float | None = None
+    random_comprehensiveness_top: float | None = None
+    random_sufficiency_top: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+QUALITY_FIELDS = tuple(f.name for f in fields(Quality))
+
+
+def fit_reading(score: float | None) -> str:
+    """LIME's R² in plain words."""
+    if score is None:
+        return "No fit was recorded."
+    if score >= GOOD_FIT:
+        return "The sentence weights explain most of this prediction."
+    if score >= ROUGH_FIT:
+        return "The sentence weights explain part of this prediction."
+    return "Only a rough guide: the sentence weights explain little of this prediction."
+
+
+def is_weak(score: float | None, stability: float | None) -> bool:
+    """Whether an explanation should be shown as weak: a poor fit, or another run would disagree."""
+    return (score is not None and score < ROUGH_FIT) or (stability is not None and stability < UNSTABLE)
+
+
+def is_empty(weights, target: str) -> bool:
+    """Whether no sentence weight is large enough to matter (``NEGLIGIBLE_WEIGHT``)."""
+    return all(abs(w) < NEGLIGIBLE_WEIGHT[target] for w in weights)
+
+
+def assessment(score: float | None, quality: dict | None) -> dict:
+    """What the pages and the API say of an explanation beside its figures: ``weak`` and a ``reading``."""
+    stability = (quality or {}).get("stability")
+    return {"weak": is_weak(score, stability), "reading": fit_reading(score)}
