@@ -108,7 +108,7 @@ class BertConfig(Seeded):
 class LimeConfig(Seeded):
     shapes_build = True
 
-    lime_samples: int = Field(64, ge=2, description="LIME samples per review and run, sentence level.")
+    lime_samples: int = Field(512, ge=2, description="LIME samples per review and run, sentence level.")
     lime_kernel_width: float = Field(
         25.0, gt=0, description="Width of LIME's sample-weighting kernel (lime's default is 25; wider weighs "
         "heavily perturbed samples more)."
