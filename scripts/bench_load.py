@@ -29,8 +29,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from app.analysis import analysis_cost  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from bench_api import Server, ms, percentile  # noqa: E402
+from model.config import LimeConfig  # noqa: E402
 
 WORDS = (
     "film story acting plot great boring wonderful awful slow funny sad music scenes director cast "
@@ -57,7 +59,13 @@ def worst_requests(settings: Settings, rng: random.Random) -> list[tuple[str, st
     """(path, body kind, body) of the most expensive requests the settings allow."""
     texts, chars = settings.max_texts, settings.max_text_chars
     sentences, explained_chars = settings.max_explain_sentences, min(chars, settings.max_explain_chars)
-    explained = [long_text(rng, max(1, sentences // texts), explained_chars // texts) for _ in range(texts)]
+    # as many explained texts as one request may have: each reserves its LIME passes
+    most_explained = settings.max_work_in_flight // analysis_cost(["any"], True, settings.group(LimeConfig))
+    explained_texts = max(1, min(texts, most_explained))
+    explained = [
+        long_text(rng, max(1, sentences // explained_texts), explained_chars // explained_texts)
+        for _ in range(explained_texts)
+    ]
     plain = [long_text(rng, 200, chars) for _ in range(texts)]
     longest = long_text(rng, sentences, explained_chars)
     return [
