@@ -108,8 +108,11 @@ async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
         "predictions": {model: predictions[model] for model in MODELS if model in predictions},
         "sentences": sentences,
         "disagree": len({p["label"] for p in predictions.values()}) > 1,
+        "trust": {
+            model: queries.explanation_trust(e["score"], e["quality"].get("stability"), e["quality"].get("target"))
+            for model, e in (result.get("explanations") or {}).items()
+        },
     }
-    item["weight_scale"] = queries.weight_scales([item], MODELS)
     return item
 
 

@@ -29,16 +29,20 @@ from model.names import (
     WORD_LEVEL_MODEL,
     short_label,
 )
-from model.quality import QUALITY_FIELDS, assessment
+from model.quality import LOG_ODDS, QUALITY_FIELDS, assessment, weak_reasons
 
 
 # --- rows ------------------------------------------------------------------------------
 
 
-def review_rows(session: Session, *conditions, text: bool = False, disagreeing: bool = False) -> list[dict]:
+def review_rows(
+    session: Session, *conditions, text: bool = False, trust: bool = False, disagreeing: bool = False
+) -> list[dict]:
     """Catalogue reviews matching ``conditions`` with both models' predictions, one query.
 
-    ``disagreeing`` keeps only the reviews that the two models label differently.
+    ``trust`` adds, per model, what the pages show beside its sentence highlights
+    (``explanation_trust``); ``disagreeing`` keeps only the reviews that the two models
+    label differently.
     """
     aliases = {model: aliased(Prediction, name=f"p_{model}") for model in MODELS}
     columns = [
@@ -56,6 +60,16 @@ def review_rows(session: Session, *conditions, text: bool = False, disagreeing: 
         stmt = stmt.add_columns(
             alias.label.label(f"{model}_label"), alias.p_positive.label(f"{model}_p_positive")
         ).outerjoin(alias, and_(alias.review_id == Review.id, alias.model == model))
+        if trust:
+            explanation = aliased(Explanation, name=f"e_{model}")
+            stmt = stmt.add_columns(
+                explanation.score.label(f"{model}_score"),
+                explanation.stability.label(f"{model}_stability"),
+                explanation.target.label(f"{model}_target"),
+            ).outerjoin(
+                explanation,
+                and_(explanation.review_id == Review.id, explanation.model == model, explanation.level == SENTENCE),
+            )
     stmt = stmt.where(Review.split == CATALOGUE, *conditions).order_by(Review.id)
     if disagreeing:
         first, second = aliases.values()
@@ -64,13 +78,27 @@ def review_rows(session: Session, *conditions, text: bool = False, disagreeing: 
     rows = []
     for record in session.execute(stmt):
         row = dict(zip(names, record))
-        row["predictions"] = {}
+        row["predictions"], row["trust"] = {}, {}
         for model in MODELS:
             label, p_positive = row.pop(f"{model}_label"), row.pop(f"{model}_p_positive")
             if label is not None:
                 row["predictions"][model] = {"label": label, "p_positive": p_positive}
+            if trust:
+                score, stability, target = (row.pop(f"{model}_{name}") for name in ("score", "stability", "target"))
+                if score is not None:
+                    row["trust"][model] = explanation_trust(score, stability, target)
         rows.append(row)
     return rows
+
+
+def explanation_trust(score: float, stability: float | None, target: str | None) -> dict:
+    """What a page shows beside a model's sentence highlights: the space of the weights
+    (``target``, for the colour scale), whether the explanation is weak and why."""
+    return {
+        "target": target or LOG_ODDS,
+        **assessment(score, {"stability": stability}),
+        "reasons": weak_reasons(score, stability),
+    }
 
 
 def sentences_by_review(session: Session, *conditions) -> dict[int, list[dict]]:
@@ -282,7 +310,9 @@ def review_item(row: dict, sentences: list[dict], view: View, models: Iterable[s
             prediction["correct"] = None if row["gold"] is None else prediction["label"] == row["gold"]
         predictions[model] = prediction
     item["predictions"] = predictions
+    item["trust"] = {model: row["trust"][model] for model in models if model in row["trust"]}
     item["wrong"] = any(prediction.get("correct") is False for prediction in predictions.values())
+    item["weak"] = any(trust["weak"] for trust in item["trust"].values())
     labels = {prediction["label"] for prediction in predictions.values()}
     item["disagree"] = len(predictions) > 1 and len(labels) > 1
     item["sentences"] = [
@@ -292,28 +322,9 @@ def review_item(row: dict, sentences: list[dict], view: View, models: Iterable[s
     return item
 
 
-def weight_scale(weights: Iterable[float]) -> float:
-    """The weight drawn at full colour: the 95th percentile of the absolute weights."""
-    values = sorted(abs(weight) for weight in weights if weight)
-    if not values:
-        return 1.0
-    return values[int(0.95 * (len(values) - 1))]
-
-
-def weight_scales(items: list[dict], models: Iterable[str]) -> dict[str, float]:
-    return {
-        model: weight_scale(
-            sentence["weights"].get(model, 0.0)
-            for item in items
-            for sentence in item.get("sentences", ())
-        )
-        for model in models
-    }
-
-
 def movie_page(session: Session, title_id: str, view: View) -> dict | None:
     """A title with all its catalogue reviews, or None if the catalogue has no such title."""
-    rows = review_rows(session, Review.title_id == title_id, text=True)
+    rows = review_rows(session, Review.title_id == title_id, text=True, trust=view.analyze)
     if not rows:
         return None
     movie = movie_dict(session.get(Movie, title_id), title_id)
@@ -329,28 +340,32 @@ def movie_page(session: Session, title_id: str, view: View) -> dict | None:
     }
     if view.analyze:
         highlights: dict[str, list[dict]] = {POSITIVE: [], NEGATIVE: []}
-        for row in rows:
-            prediction = row["predictions"].get(MAIN_MODEL)
+        for item in items:
+            prediction = item["predictions"].get(MAIN_MODEL)
             if prediction is None:
                 continue
-            sentence = key_sentence(sentences.get(row["id"], []), MAIN_MODEL, prediction["label"])
+            sentence = key_sentence(item["sentences"], MAIN_MODEL, prediction["label"])
             if sentence is not None:
-                highlights[prediction["label"]].append({"review_id": row["id"], **sentence})
+                trust = item["trust"].get(MAIN_MODEL, {})
+                sentence.update(review_id=item["id"], target=trust.get("target"), weak=trust.get("weak", False))
+                highlights[prediction["label"]].append(sentence)
         for label, entries in highlights.items():
             entries.sort(key=lambda entry: -abs(entry["weight"]))
         page["highlights"] = highlights
-        page["weight_scale"] = weight_scales(items, view.models)
+        page["weak_reviews"] = sum(item["weak"] for item in items)
     if view.show_accuracy:
         page["wrong_reviews"] = sum(item["wrong"] for item in items)
     if view.only_wrong:
         items = [item for item in items if item["wrong"]]
+    if view.only_weak:
+        items = [item for item in items if item["weak"]]
     page["reviews"] = items
     return page
 
 
 def review_page(session: Session, review_id: int, view: View) -> dict | None:
     """One catalogue review in full: both models, sentence weights, NB-SVM word weights."""
-    rows = review_rows(session, Review.id == review_id, text=True)
+    rows = review_rows(session, Review.id == review_id, text=True, trust=view.analyze)
     if not rows:
         return None
     row = rows[0]
@@ -365,8 +380,6 @@ def review_page(session: Session, review_id: int, view: View) -> dict | None:
             .order_by(func.abs(WordWeight.weight).desc(), WordWeight.word)
         ).all()
         page["words"] = [{"word": word, "weight": weight} for word, weight in words]
-        page["word_scale"] = weight_scale(weight for _, weight in words)
-        page["weight_scale"] = weight_scales([item], MODELS)
         page["explanations"] = [
             explanation_record(e)
             for e in session.scalars(
@@ -390,7 +403,7 @@ def explanation_record(e: Explanation) -> dict:
 def disagreements(session: Session) -> dict:
     """Every catalogue review the two models label differently, and which one was right."""
     view = View(analyze=True, accuracy=True, compare=True)
-    rows = review_rows(session, text=True, disagreeing=True)
+    rows = review_rows(session, text=True, trust=True, disagreeing=True)
     ids = [row["id"] for row in rows]
     sentences = sentences_by_review(session, Review.id.in_(ids)) if ids else {}
     titles = dict(
@@ -412,10 +425,9 @@ def disagreements(session: Session) -> dict:
         }
         items.append(item)
     items.sort(key=lambda item: (item["title"].lower(), item["id"]))
-    scale = weight_scales(items, MODELS)
     for item in items:  # the page shows each model's key sentence, not every sentence
         del item["sentences"]
-    return {"count": len(items), "right": right, "reviews": items, "weight_scale": scale}
+    return {"count": len(items), "right": right, "reviews": items}
 
 
 # --- about -----------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Everything that comes from the database or a user goes through ``markupsafe.escape``;
 the fragments are returned as ``Markup`` so that the templates insert them as they are.
-Colours come from CSS classes (``static/textflix.css``), intensities from ``--a``.
+Colours come from CSS classes (``static/textflix.css``), intensities from ``--a``: a
+weight's share of ``model.quality.FULL_COLOUR_WEIGHT``, one scale for every review and
+model, so the same weight looks the same everywhere.
 """
 
 import math
@@ -12,20 +14,22 @@ from collections.abc import Iterable
 from markupsafe import Markup, escape
 
 from model.names import DISPLAY_NAMES, MODELS, NBSVM, NEGATIVE, POSITIVE, WORD_LEVEL_MODEL, short_label
+from model.quality import FULL_COLOUR_WEIGHT, LOG_ODDS
 
 MIN_ALPHA = 0.04  # weaker highlights are not drawn
 
 
-def _alpha(weight: float, scale: float) -> float:
-    return min(1.0, abs(weight) / scale) if scale > 0 else 0.0
+def _alpha(weight: float, target: str | None) -> float:
+    """The highlight's strength: |weight| over the full-colour weight of its space (log-odds by default)."""
+    return min(1.0, abs(weight) / FULL_COLOUR_WEIGHT.get(target, FULL_COLOUR_WEIGHT[LOG_ODDS]))
 
 
-def _mark(text: str, weight: float | None, scale: float, what: str) -> str:
-    if weight is None or _alpha(weight, scale) < MIN_ALPHA:
+def _mark(text: str, weight: float | None, target: str | None, what: str) -> str:
+    if weight is None or _alpha(weight, target) < MIN_ALPHA:
         return str(escape(text))
     toward = POSITIVE if weight > 0 else NEGATIVE
     return (
-        f'<span class="hl {short_label(toward)}" style="--a:{_alpha(weight, scale):.2f}" '
+        f'<span class="hl {short_label(toward)}" style="--a:{_alpha(weight, target):.2f}" '
         f'title="{escape(what)} {weight:+.3f} toward {toward}">{escape(text)}</span>'
     )
 
@@ -47,10 +51,10 @@ def _pieces(text: str, sentences: list[dict]) -> list[tuple[str, dict | None]] |
     return pieces
 
 
-def highlight(text: str, sentences: list[dict], model: str | None, scale: float = 1.0) -> Markup:
+def highlight(text: str, sentences: list[dict], model: str | None, target: str | None = None) -> Markup:
     """The review text with each sentence's background coloured by ``model``'s LIME weight.
 
-    Intensity is |weight| / ``scale`` (full colour at ``scale``); green pushes toward
+    ``target`` is the space of the weights (``Explanation.target``); green pushes toward
     positive, orange toward negative. Without a model, the plain escaped text.
     """
     pieces = _pieces(text, sorted(sentences, key=lambda s: s.get("start") or 0))
@@ -61,19 +65,19 @@ def highlight(text: str, sentences: list[dict], model: str | None, scale: float 
     what = f"{DISPLAY_NAMES.get(model, model)} sentence weight"
     return Markup(
         "".join(
-            _mark(piece, sentence["weights"].get(model) if sentence and model else None, scale, what)
+            _mark(piece, sentence["weights"].get(model) if sentence and model else None, target, what)
             for piece, sentence in pieces
         )
     )
 
 
-def sentence_mark(sentence: dict, model: str, scale: float) -> Markup:
+def sentence_mark(sentence: dict, model: str, target: str | None = None) -> Markup:
     """One sentence (``text`` and ``weight``) highlighted on its own."""
     what = f"{DISPLAY_NAMES.get(model, model)} sentence weight"
-    return Markup(_mark(sentence["text"], sentence["weight"], scale, what))
+    return Markup(_mark(sentence["text"], sentence["weight"], target, what))
 
 
-def word_highlight(text: str, words: list[dict], scale: float) -> Markup:
+def word_highlight(text: str, words: list[dict], target: str | None = None) -> Markup:
     """The text with every case-insensitive, whole-word occurrence of each weighted word marked."""
     weights = {entry["word"].lower(): entry["weight"] for entry in words if entry["word"]}
     if not weights:
@@ -85,7 +89,7 @@ def word_highlight(text: str, words: list[dict], scale: float) -> Markup:
     parts, position = [], 0
     for match in pattern.finditer(text):
         parts.append(str(escape(text[position : match.start()])))
-        parts.append(_mark(match.group(0), weights.get(match.group(0).lower()), scale, f"{DISPLAY_NAMES[WORD_LEVEL_MODEL]} word weight"))
+        parts.append(_mark(match.group(0), weights.get(match.group(0).lower()), target, f"{DISPLAY_NAMES[WORD_LEVEL_MODEL]} word weight"))
         position = match.end()
     parts.append(str(escape(text[position:])))
     return Markup("".join(parts))

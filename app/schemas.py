@@ -261,7 +261,6 @@ class MovieDetail(BaseModel):
     movie: MovieInfo
     summary: Summary
     highlights: dict[str, list[Highlight]] = Field(description="Most polarised sentence of each review, by label.")
-    weight_scale: dict[str, float]
     wrong_reviews: int
     reviews: list[ReviewItem]
     pagination: Pagination
@@ -282,8 +281,6 @@ class ReviewDetail(BaseModel):
     movie: MovieInfo
     review: ReviewItem
     words: list[WordWeightOut] = Field(description="NB-SVM word-level LIME weights, strongest first.")
-    word_scale: float
-    weight_scale: dict[str, float]
     explanations: list[ExplanationRecord]
 
 

@@ -8,7 +8,7 @@ from fastapi.templating import Jinja2Templates
 import app as app_package
 from app import render
 from app.view import View
-from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS, short_label
+from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS, WORD_LEVEL_MODEL, short_label
 
 ROOT = Path(app_package.__file__).resolve().parent.parent
 TEMPLATES_DIR = ROOT / "templates"
@@ -51,5 +51,6 @@ templates.env.globals.update(
     DISPLAY_NAMES=DISPLAY_NAMES,
     MODELS=MODELS,
     MAIN_MODEL=MAIN_MODEL,
+    WORD_LEVEL_MODEL=WORD_LEVEL_MODEL,
     ANALYSIS_VIEW=View(analyze=True, accuracy=True, compare=True),
 )

@@ -1,9 +1,10 @@
 """The view state of the pages, carried in the query string so that every view is a link.
 
-``?analyze=1&accuracy=1&compare=1&sort=positive&wrong=1``: *analyze* shows the models'
-sentiment; *accuracy* and *compare* take effect only while analysing, but stay in the
-links while Analyze is off, so turning it back on restores them. *sort* orders the
-dashboard, *wrong* filters a title page to the wrong predictions (with accuracy on).
+``?analyze=1&accuracy=1&compare=1&sort=positive&wrong=1&weak=1``: *analyze* shows the
+models' sentiment; *accuracy* and *compare* take effect only while analysing, but stay in
+the links while Analyze is off, so turning it back on restores them. *sort* orders the
+dashboard, *wrong* filters a title page to the wrong predictions (with accuracy on), *weak*
+to the reviews whose explanation is weak (while analysing).
 """
 
 from dataclasses import dataclass, replace
@@ -32,6 +33,7 @@ class View:
     compare: bool = False  # as requested; see show_compare
     sort: str = DEFAULT_SORT
     wrong: bool = False
+    weak: bool = False
 
     @classmethod
     def from_request(cls, request: Request) -> "View":
@@ -43,6 +45,7 @@ class View:
             compare=_flag(query.get("compare")),
             sort=sort if sort in SORTS else DEFAULT_SORT,
             wrong=_flag(query.get("wrong")),
+            weak=_flag(query.get("weak")),
         )
 
     @property
@@ -56,6 +59,10 @@ class View:
     @property
     def only_wrong(self) -> bool:
         return self.show_accuracy and self.wrong
+
+    @property
+    def only_weak(self) -> bool:
+        return self.analyze and self.weak
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -84,13 +91,15 @@ class View:
         params = {name: "1" for name in ("analyze", "accuracy", "compare") if getattr(view, name)}
         if view.sort != DEFAULT_SORT:
             params["sort"] = view.sort
-        if view.wrong:
-            params["wrong"] = "1"
+        for name in ("wrong", "weak"):
+            if getattr(view, name):
+                params[name] = "1"
         return "?" + urlencode(params) if params else ""
 
     def link(self, path: str, **changes) -> str:
-        """A link to another page in the same view (the title-page filter is dropped)."""
+        """A link to another page in the same view (the title-page filters are dropped)."""
         changes.setdefault("wrong", False)
+        changes.setdefault("weak", False)
         return path + self.query(**changes)
 
     def toggle(self, path: str, name: str) -> str:
@@ -104,5 +113,6 @@ class View:
             "compare": self.show_compare,
             "sort": self.effective_sort,
             "wrong_only": self.only_wrong,
+            "weak_only": self.only_weak,
             "models": list(self.models),
         }

@@ -69,9 +69,30 @@ def fit_reading(score: float | None) -> str:
     return "Only a rough guide: the sentence weights explain little of this prediction."
 
 
+def stability_reading(stability: float | None) -> str:
+    """The stability in plain words."""
+    if stability is None:
+        return "No second run was recorded."
+    if stability >= STABLE:
+        return "Two runs with different seeds rank the sentences alike."
+    if stability >= UNSTABLE:
+        return "Two runs with different seeds rank the sentences broadly alike."
+    return "Two runs with different seeds rank the sentences differently: another run would tell another story."
+
+
+def weak_reasons(score: float | None, stability: float | None) -> list[str]:
+    """Why an explanation is weak, in plain words: a poor fit, an unstable ranking; empty when it is not."""
+    reasons = []
+    if score is not None and score < ROUGH_FIT:
+        reasons.append(f"LIME's linear fit explains little of the prediction (R² {score:.2f})")
+    if stability is not None and stability < UNSTABLE:
+        reasons.append(f"a second run ranks the sentences differently (agreement {stability:.2f})")
+    return reasons
+
+
 def is_weak(score: float | None, stability: float | None) -> bool:
     """Whether an explanation should be shown as weak: a poor fit, or another run would disagree."""
-    return (score is not None and score < ROUGH_FIT) or (stability is not None and stability < UNSTABLE)
+    return bool(weak_reasons(score, stability))
 
 
 def is_empty(weights, target: str) -> bool:

@@ -209,7 +209,7 @@ def test_wrong_marks_equal_the_database(page, web_facts):
     assert page.locator(".gold").count() == len(reviews)
     assert page.locator(".highlights li").count() > 0
     shot(page, "title-analyze-on")
-    page.locator(".filter a").click()
+    page.locator(".filter a", has_text="wrong").click()
     page.wait_for_url("**wrong=1")
     assert page.locator("article.review").count() == len(wrong(reviews))
     assert page.locator(".wrong-mark").count() == len(wrong(reviews))

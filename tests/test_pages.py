@@ -9,10 +9,13 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
+from markupsafe import escape
+from sqlalchemy import create_engine, text
 
 from app.main import create_app
 from app.render import highlight, word_highlight
 from app.settings import Settings
+from model.quality import FULL_COLOUR_WEIGHT, ROUGH_FIT, UNSTABLE, assessment
 
 from tests.web_fixtures import (  # noqa: F401
     XSS_IMG,
@@ -26,6 +29,32 @@ from tests.web_fixtures import (  # noqa: F401
     web_facts,
     wrong,
 )
+
+
+def sql(url, query, **params):
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        rows = connection.execute(text(query), params).all()
+    engine.dispose()
+    return rows
+
+
+def weak_reviews(url, model="bert") -> set[int]:
+    """The reviews whose sentence explanation by ``model`` is weak: a poor fit or unstable."""
+    return {
+        review_id
+        for (review_id,) in sql(
+            url,
+            "SELECT review_id FROM explanations WHERE model = :model AND level = 'sentence'"
+            " AND (score < :fit OR stability < :stable)",
+            model=model, fit=ROUGH_FIT, stable=UNSTABLE,
+        )
+    }  # fmt: skip
+
+
+def column(html, model, start=0):
+    """The first model column of ``model`` in ``html`` from ``start``."""
+    return html[start:].split(f'class="model-col" data-model="{model}"')[1].split("</section>")[0]
 
 
 def get_json(client, path):
@@ -180,7 +209,7 @@ def test_title_page_predictions_highlights_and_wrong_marks(web_client, web_facts
     html = web_client.get("/movies/tt0100001?analyze=1&accuracy=1").text
     assert html.count('class="wrong-mark"') == len(wrong(reviews))
     assert f"{len(data['highlights']['positive'])} positive review highlights" in html
-    assert 'class="hl pos" style="--a:1.00"' in html
+    assert 'class="hl pos" style="--a:0.42"' in html  # "A wonderful, moving film.": 0.42 log-odds
     assert "confident" in html
 
     filtered = get_json(web_client, "/movies/tt0100001?analyze=1&accuracy=1&wrong=1")
@@ -204,6 +233,64 @@ def test_title_page_comparison_has_two_columns_and_marks_disagreements(web_clien
     assert html.count('class="disagree-mark"') == len(disagreements)
     html = web_client.get("/movies/tt0100001?analyze=1&compare=1&accuracy=1").text
     assert html.count('class="wrong-mark"') == len(wrong(reviews, "bert")) + len(wrong(reviews, "nbsvm"))
+
+
+def test_the_same_weight_looks_the_same_on_every_review_and_in_both_columns(web_client, web_database):
+    rows = sql(
+        web_database,
+        "SELECT s.review_id, w.model, s.text FROM sentence_weights w JOIN sentences s ON s.id = w.sentence_id"
+        " WHERE w.weight = 0.3",
+    )
+    assert {model for _, model, _ in rows} == {"bert", "nbsvm"} and len({review for review, _, _ in rows}) == 2
+    alpha = f"--a:{0.3 / FULL_COLOUR_WEIGHT['log_odds']:.2f}"
+    names = {"bert": "BERT", "nbsvm": "NB-SVM"}
+    for review_id, model, sentence in rows:
+        mark = f'style="{alpha}" title="{names[model]} sentence weight +0.300 toward positive">{escape(sentence)}</span>'
+        assert mark in column(web_client.get(f"/reviews/{review_id}?analyze=1").text, model)
+        [title_id] = sql(web_database, "SELECT title_id FROM reviews WHERE id = :id", id=review_id)[0]
+        html = web_client.get(f"/movies/{title_id}?analyze=1&compare=1").text
+        assert mark in column(html, model, html.index(f'id="r{review_id}"'))
+    # NB-SVM's word weights are on the same scale: "great" weighs 0.3 too
+    html = web_client.get("/reviews/4?analyze=1").text
+    assert f'<span class="hl pos" style="{alpha}" title="NB-SVM word weight +0.300 toward positive">Great</span>' in html
+
+
+def test_title_page_marks_weak_explanations_and_filters_them(web_client, web_database, web_facts):
+    reviews = {r["id"] for r in web_facts["by_title"]["tt0100001"]}
+    weak = weak_reviews(web_database) & reviews
+    assert weak and weak != reviews and not weak_reviews(web_database, "nbsvm") & reviews
+    html = web_client.get("/movies/tt0100001?analyze=1").text
+    for review_id in reviews:
+        card = html.split(f'id="r{review_id}"')[1].split("</article>")[0]
+        assert ('<strong class="weak-mark">Weak explanation</strong>: LIME' in card) == (review_id in weak)
+        assert ('<div class="text weak">' in card) == (review_id in weak)
+    highlights = get_json(web_client, "/movies/tt0100001?analyze=1")["highlights"]
+    marked = {h["review_id"] for entries in highlights.values() for h in entries if h["weak"]}
+    assert marked == weak and html.count('<span class="weak-tag">weak explanation</span>') == len(weak)
+    link = "/movies/tt0100001?analyze=1&amp;weak=1"
+    assert f'<a href="{link}">Show only the {len(weak)} reviews with a weak explanation</a>' in html
+    assert "R² 0.25" in html and "(agreement 0.30)" in html  # the reasons, from the fixture's figures
+
+    data = get_json(web_client, "/movies/tt0100001?analyze=1&weak=1")
+    assert data["view"]["weak_only"] is True and data["weak_reviews"] == len(weak)
+    assert {r["id"] for r in data["reviews"]} == weak
+    assert all(r["weak"] and r["trust"]["bert"]["reasons"] for r in data["reviews"])
+    html = web_client.get("/movies/tt0100001?analyze=1&weak=1").text
+    assert html.count('<article class="review') == len(weak)
+    assert 'href="/reviews/1?analyze=1"' in html  # links to other pages drop the filter
+    assert '<a href="/movies/tt0100001?analyze=1">Show all' in html
+    # with both models, a review is weak when either explanation is; without Analyze the filter is off
+    assert {r["id"] for r in get_json(web_client, "/movies/tt0100001?analyze=1&compare=1&weak=1")["reviews"]} == weak
+    assert len(get_json(web_client, "/movies/tt0100001?weak=1")["reviews"]) == len(reviews)
+
+
+def test_title_page_comparison_marks_only_the_weak_model(web_client, web_database):
+    html = web_client.get("/movies/tt0100001?analyze=1&compare=1").text
+    [first] = sorted(weak_reviews(web_database) & {1, 2, 3, 4, 5})[:1]
+    start = html.index(f'id="r{first}"')
+    bert = column(html, "bert", start)
+    assert 'class="weak-note"' in bert and '<div class="text weak">' in bert
+    assert "weak" not in column(html, "nbsvm", start)
 
 
 def test_title_page_hides_other_splits(web_client, web_facts):
@@ -405,6 +492,31 @@ def test_analyze_shows_both_models_and_highlights(analyzer_client):
     assert len(data["result"]["sentences"]) == 3
 
 
+class ExplainingAnalyzer(FakeAnalyzer):
+    """The stand-in analyzer with the explanation figures the real one returns: BERT's weak."""
+
+    async def analyze(self, texts, explain):
+        results = await super().analyze(texts, explain)
+        for result in results:
+            result["explanations"] = {}
+            for model, score, stability in (("bert", 0.2, 0.3), ("nbsvm", 0.9, 0.95)):
+                quality = {"target": "log_odds", "stability": stability}
+                figures = {"samples": 64, "intercept": 0.0, "score": score, "quality": quality}
+                result["explanations"][model] = {**figures, **assessment(score, quality)}
+        return results
+
+
+def test_analyze_marks_a_weak_explanation(web_database):
+    app = create_app(Settings(database_url=web_database))
+    use_analyzer(app, ExplainingAnalyzer())
+    with TestClient(app) as client:
+        html = client.post("/analyze", data={"text": "A great cast. The plot is boring."}).text
+    bert, nbsvm = column(html, "bert"), column(html, "nbsvm")
+    assert "Weak explanation</strong>: LIME&#39;s linear fit explains little of the prediction (R² 0.20)" in bert
+    assert '<div class="text weak">' in bert and '<span class="hl pos" style="--a:0.31"' in bert
+    assert "weak" not in nbsvm and '<span class="hl pos" style="--a:0.16"' in nbsvm
+
+
 def test_analyze_form_and_input_errors(analyzer_client):
     client, analyzer = analyzer_client
     response = client.get("/analyze")
@@ -433,19 +545,22 @@ def test_highlight_follows_spans_and_escapes():
         {"start": 0, "end": 16, "text": text[0:16], "weights": {"bert": 0.5}},
         {"start": 18, "end": 28, "text": text[18:28], "weights": {"bert": -0.25}},
     ]
-    html = str(highlight(text, sentences, "bert", 0.5))
+    html = str(highlight(text, sentences, "bert", "log_odds"))
     assert html == (
-        '<span class="hl pos" style="--a:1.00" title="BERT sentence weight +0.500 toward positive">'
+        '<span class="hl pos" style="--a:0.50" title="BERT sentence weight +0.500 toward positive">'
         "Good &lt;b&gt;one&lt;/b&gt;.</span>\n\n"
-        '<span class="hl neg" style="--a:0.50" title="BERT sentence weight -0.250 toward negative">Bad &amp; sad.</span>'
+        '<span class="hl neg" style="--a:0.25" title="BERT sentence weight -0.250 toward negative">Bad &amp; sad.</span>'
     )
+    # full colour at FULL_COLOUR_WEIGHT of the weights' space; log-odds when it is unknown
+    assert 'style="--a:1.00"' in str(highlight(text, sentences, "bert", "probability"))
+    assert str(highlight(text, sentences, "bert")) == html
     # spans that do not fit the text: the sentences are shown as they are
     broken = [{**sentences[0], "start": 40, "end": 50}]
-    assert "Good &lt;b&gt;" in str(highlight(text, broken, "bert", 0.5))
+    assert "Good &lt;b&gt;" in str(highlight(text, broken, "bert"))
     assert str(highlight(text, sentences, None)) == "Good &lt;b&gt;one&lt;/b&gt;.\n\nBad &amp; sad."
 
 
 def test_word_highlight_is_whole_word_and_case_insensitive():
-    html = str(word_highlight("Great acting, great actors. act!", [{"word": "great", "weight": 0.2}, {"word": "act", "weight": -0.1}], 0.2))
+    html = str(word_highlight("Great acting, great actors. act!", [{"word": "great", "weight": 0.2}, {"word": "act", "weight": -0.1}]))
     assert html.count('class="hl pos"') == 2
     assert html.count('class="hl neg"') == 1 and ">act</span>!" in html
