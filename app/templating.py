@@ -9,6 +9,7 @@ import app as app_package
 from app import render
 from app.view import View
 from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS, WORD_LEVEL_MODEL, short_label
+from model.quality import stability_reading
 
 ROOT = Path(app_package.__file__).resolve().parent.parent
 TEMPLATES_DIR = ROOT / "templates"
@@ -33,10 +34,23 @@ def _pct(value: float | None, digits: int = 0) -> str:
     return "–" if value is None or not math.isfinite(value) else f"{value:.{digits}%}"
 
 
+def _points(drop: float) -> str:
+    """A change in probability as percentage points, without its sign: 0.123 → "12 points"."""
+    points = abs(drop) * 100
+    number = f"{points:.0f}" if points >= 10 else f"{points:.1f}".removesuffix(".0")
+    return f"{number} point{'' if number == '1' else 's'}"
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.0f}×" if ratio >= 10 else f"{ratio:.1f}".removesuffix(".0") + "×"
+
+
 templates.env.filters.update(
     num=lambda value: "–" if value is None else f"{value:,}",
     pct=_pct,
     signed=lambda value: "–" if value is None else f"{value:+.3f}",
+    points=_points,
+    times=_times,
     duration=_duration,
     side=short_label,
 )
@@ -48,6 +62,7 @@ templates.env.globals.update(
     ticks_svg=render.ticks_svg,
     calibration_svg=render.calibration_svg,
     learning_curve_svg=render.learning_curve_svg,
+    stability_reading=stability_reading,
     DISPLAY_NAMES=DISPLAY_NAMES,
     MODELS=MODELS,
     MAIN_MODEL=MAIN_MODEL,

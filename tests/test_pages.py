@@ -15,7 +15,8 @@ from sqlalchemy import create_engine, text
 from app.main import create_app
 from app.render import highlight, word_highlight
 from app.settings import Settings
-from model.quality import FULL_COLOUR_WEIGHT, ROUGH_FIT, UNSTABLE, assessment
+from app.templating import templates
+from model.quality import FULL_COLOUR_WEIGHT, ROUGH_FIT, UNSTABLE, Quality, assessment, fit_reading
 
 from tests.web_fixtures import (  # noqa: F401
     XSS_IMG,
@@ -325,6 +326,71 @@ def test_review_page(web_client, web_facts):
     data = get_json(web_client, f"/reviews/{review['id']}.json?analyze=1")
     assert set(data["review"]["predictions"]) == {"nbsvm", "bert"}
     assert data["words"][0] == {"word": "great", "weight": 0.3}
+
+
+def explanation_figures(url, review_id, model) -> dict:
+    [row] = sql(
+        url,
+        "SELECT * FROM explanations WHERE review_id = :id AND model = :model AND level = 'sentence'",
+        id=review_id, model=model,
+    )  # fmt: skip
+    return dict(row._mapping)
+
+
+def test_review_page_says_how_far_to_trust_each_explanation(web_client, web_database):
+    weak, good = 1, 2  # BERT's explanation of the first review is weak, of the second good
+    assert weak in weak_reviews(web_database) and good not in weak_reviews(web_database)
+    html = web_client.get(f"/reviews/{good}?analyze=1").text
+    figures = explanation_figures(web_database, good, "bert")
+    panel = column(html, "bert").split('<div class="trust">')[1]
+    assert f"<dt>R² {figures['score']:.2f}.</dt> <dd>The sentence weights explain most of this prediction.</dd>" in panel
+    assert f"<dt>Stability {figures['stability']:.2f}.</dt> <dd>Two runs with different seeds rank the sentences alike.</dd>" in panel
+    drop, chance = figures["comprehensiveness"], figures["random_comprehensiveness"]
+    assert (
+        f"costs {drop * 100:.0f} points of the model's confidence in positive; removing a random one costs"
+        f" {chance * 100:.0f} points on average: {drop / chance:.1f}× as much."
+    ) in panel
+    assert f"costs {figures['sufficiency'] * 100:.0f} points; keeping only a random one costs {figures['random_sufficiency'] * 100:.0f} points" in panel
+    assert f"removing the top one scores {figures['normalised_comprehensiveness']:.2f} and keeping it {figures['normalised_sufficiency']:.2f}" in panel
+    assert "weak" not in column(html, "bert")
+
+    html = web_client.get(f"/reviews/{weak}?analyze=1").text
+    bert = column(html, "bert")
+    assert '<strong class="weak-mark">Weak explanation</strong>' in bert and '<div class="text weak">' in bert
+    panel = bert.split('<div class="trust">')[1]
+    assert "Only a rough guide: the sentence weights explain little of this prediction." in panel
+    assert "rank the sentences differently" in panel and "no better than chance" in panel
+    assert '<div class="trust">' in column(html, "nbsvm") and "weak" not in column(html, "nbsvm")
+    # the JSON twin carries the same figures
+    data = get_json(web_client, f"/reviews/{weak}.json?analyze=1")
+    record = next(e for e in data["explanations"] if e["model"] == "bert" and e["level"] == "sentence")
+    stored = explanation_figures(web_database, weak, "bert")
+    assert record["quality"] == {name: stored[name] for name in record["quality"]} and record["weak"] is True
+    assert data["review"]["trust"]["bert"]["weak"] and not data["review"]["trust"]["nbsvm"]["weak"]
+    assert "weight_scale" not in data and "word_scale" not in data
+
+
+def render_panel(score, **quality):
+    panel = templates.env.get_template("_macros.html").module.trust_panel
+    figures = Quality(target="log_odds", **quality).as_dict()
+    return str(panel({"score": score, "reading": fit_reading(score), "quality": figures}, "negative"))
+
+
+def test_trust_panel_of_a_long_and_of_a_one_sentence_review():
+    long = render_panel(
+        0.5, stability=0.6, top_k=3, comprehensiveness=0.004, random_comprehensiveness=0.01, sufficiency=-0.03,
+        random_sufficiency=0.2, normalised_comprehensiveness=0.0, normalised_sufficiency=1.0,
+        comprehensiveness_top=0.42, random_comprehensiveness_top=0.0, sufficiency_top=0.1, random_sufficiency_top=0.3,
+    )  # fmt: skip
+    assert "The sentence weights explain part of this prediction." in long
+    assert "rank the sentences broadly alike" in long
+    assert "<dt>Removing the top sentence</dt> <dd>costs 0.4 points of the model's confidence in negative" in long
+    assert "no better than chance" in long and "<dt>Keeping only the top sentence</dt> <dd>adds 3 points;" in long
+    assert "<dt>Removing the top 20 % (3 sentences)</dt> <dd>costs 42 points; removing as many random ones costs nothing: more than chance." in long
+    assert "<dt>Keeping only the top 20 %</dt> <dd>costs 10 points; keeping as many random ones costs 30 points.</dd>" in long
+    one = render_panel(0.9, top_k=1)  # one sentence: no stability rank, no faithfulness
+    assert "No second run was recorded." in one and "nothing to compare" in one
+    assert "Removing" not in one and "Normalised" not in one
 
 
 def test_disagreements(web_client, web_facts):
