@@ -9,6 +9,7 @@ A page costs a handful of queries, whatever the number of reviews.
 
 from collections import defaultdict
 from collections.abc import Iterable
+from statistics import fmean
 
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session, aliased
@@ -29,7 +30,7 @@ from model.names import (
     WORD_LEVEL_MODEL,
     short_label,
 )
-from model.quality import LOG_ODDS, QUALITY_FIELDS, assessment, weak_reasons
+from model.quality import LOG_ODDS, QUALITY_FIELDS, ROUGH_FIT, UNSTABLE, assessment, is_empty, is_weak, weak_reasons
 
 
 # --- rows ------------------------------------------------------------------------------
@@ -432,9 +433,96 @@ def disagreements(session: Session) -> dict:
 
 # --- about -----------------------------------------------------------------------------
 
+HISTOGRAM_BINS = 10  # equal bins over [0, 1]; a value outside counts in the nearest end bin
+DISTRIBUTED = ("score", "stability", "normalised_comprehensiveness", "normalised_sufficiency")
+FAITHFULNESS = (
+    "comprehensiveness", "random_comprehensiveness", "comprehensiveness_top", "random_comprehensiveness_top",
+    "sufficiency", "random_sufficiency", "sufficiency_top", "random_sufficiency_top",
+)  # fmt: skip
+LEAST_FAITHFUL = 5
+
+
+def _histogram(values: list[float]) -> list[int]:
+    counts = [0] * HISTOGRAM_BINS
+    for value in values:
+        counts[min(HISTOGRAM_BINS - 1, max(0, int(value * HISTOGRAM_BINS)))] += 1
+    return counts
+
+
+def _mean(values: list[float]) -> float | None:
+    return fmean(values) if values else None
+
+
+def _model_quality(model: str, rows: list[dict]) -> dict:
+    """One model's sentence explanations summed up (see ``explanation_quality``)."""
+    present = {name: [row[name] for row in rows if row[name] is not None] for name in DISTRIBUTED + FAITHFULNESS}
+    compared = [row for row in rows if row["normalised_comprehensiveness"] is not None]
+    compared.sort(key=lambda row: (row["normalised_comprehensiveness"], row["comprehensiveness"], row["review_id"]))
+    return {
+        "model": model,
+        "name": DISPLAY_NAMES[model],
+        "explanations": len(rows),
+        "single_sentence": len(rows) - len(compared),
+        "weak": sum(is_weak(row["score"], row["stability"]) for row in rows),
+        "empty": sum(
+            row["strongest"] is None or is_empty([row["strongest"]], row["target"] or LOG_ODDS) for row in rows
+        ),
+        "figures": {
+            name: {"mean": _mean(present[name]), "histogram": _histogram(present[name])} for name in DISTRIBUTED
+        },
+        "faithfulness": {name: _mean(present[name]) for name in FAITHFULNESS},
+        "least_faithful": [
+            {name: row[name] for name in ("review_id", "normalised_comprehensiveness", "comprehensiveness", "score")}
+            for row in compared[:LEAST_FAITHFUL]
+        ],
+    }
+
+
+def explanation_quality(session: Session) -> dict:
+    """Per model, the trust figures of its sentence explanations of the catalogue (user reviews
+    included): means and histograms, raw faithfulness beside random sentences, the counts of
+    weak and of empty explanations, and the reviews whose top sentence is the least faithful
+    (lowest normalised comprehensiveness). One query; the sums are made here."""
+    strongest = (
+        select(
+            Sentence.review_id,
+            SentenceWeight.model,
+            func.max(func.abs(SentenceWeight.weight)).label("strongest"),
+        )
+        .join(SentenceWeight, SentenceWeight.sentence_id == Sentence.id)
+        .group_by(Sentence.review_id, SentenceWeight.model)
+        .subquery()
+    )
+    stmt = (
+        select(
+            Explanation.model,
+            Explanation.review_id,
+            Explanation.score,
+            *(getattr(Explanation, name) for name in QUALITY_FIELDS),
+            strongest.c.strongest,
+        )
+        .join(Review, Review.id == Explanation.review_id)
+        .outerjoin(
+            strongest,
+            and_(strongest.c.review_id == Explanation.review_id, strongest.c.model == Explanation.model),
+        )
+        .where(Review.split == CATALOGUE, Explanation.level == SENTENCE)
+        .order_by(Explanation.review_id)
+    )
+    by_model: dict[str, list[dict]] = defaultdict(list)
+    for row in session.execute(stmt).mappings():
+        by_model[row["model"]].append(dict(row))
+    return {
+        "bins": [index / HISTOGRAM_BINS for index in range(HISTOGRAM_BINS + 1)],
+        "weak_when": {"score_below": ROUGH_FIT, "stability_below": UNSTABLE},
+        "models": [_model_quality(model, by_model[model]) for model in MODELS if by_model[model]],
+    }
+
+
 
 def about(session: Session) -> dict:
-    """The latest pipeline run: configuration, metrics of both models, timings."""
+    """The latest pipeline run: configuration, metrics of both models, timings; how far the
+    explanations can be trusted."""
     counts = dict(session.execute(select(Review.split, func.count()).group_by(Review.split)).all())
     page: dict = {"database_counts": counts, "run": None}
     run = latest_run(session)
@@ -454,4 +542,5 @@ def about(session: Session) -> dict:
     page["timings"] = [{"step": step, "seconds": seconds} for step, seconds in record["timings"].items()]
     page["total_seconds"] = sum(seconds or 0.0 for seconds in record["timings"].values())
     page["learning_curve"] = metrics.get("learning_curve")
+    page["explanation_quality"] = explanation_quality(session)
     return page

@@ -282,3 +282,45 @@ def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
         for m in models
     )
     return _chart(chart_id, "Learning curve", description, body)
+
+
+def histogram_svg(chart_id: str, title: str, x_label: str, bins: list[float], counts: dict[str, list[int]]) -> Markup:
+    """Distributions side by side: for each bin (``bins`` are its edges), each model's share of its values.
+
+    No legend inside: bars may fill any corner, so the page names the colours once above the charts.
+    """
+    shares = {model: [c / sum(values) for c in values] for model, values in counts.items() if sum(values)}
+    if not shares:
+        return Markup("")
+    right, bottom = _WIDTH - _RIGHT, _HEIGHT - _BOTTOM
+    high = max(0.2, math.ceil(max(max(values) for values in shares.values()) * 5) / 5)
+
+    def px(value: float) -> float:
+        return _LEFT + (value - bins[0]) / (bins[-1] - bins[0]) * (right - _LEFT)
+
+    def py(share: float) -> float:
+        return bottom - share / high * (bottom - _TOP)
+
+    body = _axes(
+        [(px(edge), f"{edge:g}") for edge in bins[::2]],
+        [(py(high * i / 4), f"{high * i / 4:.0%}") for i in range(5)],
+        x_label,
+        "Share of explanations",
+    )
+    width = (px(bins[1]) - px(bins[0]) - 2) / len(shares)
+    for offset, (model, values) in enumerate(shares.items()):
+        for index, share in enumerate(values):
+            if share:
+                x = px(bins[index]) + 1 + offset * width
+                body.append(
+                    f'<rect class="bar m-{model}" x="{x:.1f}" y="{py(share):.1f}" '
+                    f'width="{width:.1f}" height="{bottom - py(share):.1f}"/>'
+                )
+    description = "; ".join(
+        f"{DISPLAY_NAMES.get(model, model)}: "
+        + ", ".join(
+            f"{bins[i]:g} to {bins[i + 1]:g}: {share:.0%}" for i, share in enumerate(values) if share
+        )
+        for model, values in shares.items()
+    )
+    return _chart(chart_id, title, description, body)

@@ -62,6 +62,7 @@ templates.env.globals.update(
     ticks_svg=render.ticks_svg,
     calibration_svg=render.calibration_svg,
     learning_curve_svg=render.learning_curve_svg,
+    histogram_svg=render.histogram_svg,
     stability_reading=stability_reading,
     DISPLAY_NAMES=DISPLAY_NAMES,
     MODELS=MODELS,

@@ -109,6 +109,11 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
+def shot_of(locator, name: str) -> None:
+    """A screenshot of one part of a page, to look at it closely."""
+    locator.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
 def switch(page, name):
     return page.locator(f"[data-switch={name}]")
 
@@ -235,6 +240,14 @@ def test_review_disagreements_about_and_analyze(page, web_facts):
         shot(page, f"review-analyze-{mode}")
     assert page.locator(".model-col").count() == 2
     assert page.locator(".word-view .hl").count() >= 3
+    # BERT's explanation of review 4 is weak: marked, hatched, and each model has its trust panel
+    bert = page.locator(".model-col[data-model=bert]")
+    assert bert.locator(".weak-mark").is_visible() and bert.locator(".text.weak .hl").count() == 2
+    hatched = bert.locator(".text.weak .hl").first.evaluate("e => getComputedStyle(e).backgroundImage")
+    assert hatched.startswith("repeating-linear-gradient")
+    assert page.locator(".model-col .trust").count() == 2
+    assert "Removing the top sentence" in bert.locator(".trust").inner_text()
+    shot_of(page.locator("section[aria-labelledby=both-h]"), "review-trust-panels")
 
     page.goto("/disagreements")
     expected = [r for r in web_facts["reviews"] if r["bert"] != r["nbsvm"]]
@@ -244,8 +257,11 @@ def test_review_disagreements_about_and_analyze(page, web_facts):
     shot(page, "disagreements")
 
     page.goto("/about")
-    assert page.locator("svg.chart").count() == 3
+    assert page.locator("svg.chart").count() == 3 + 4  # calibration and learning curve, four trust histograms
+    trust = page.locator("section[aria-labelledby=trust-h]")
+    assert trust.locator(".least-faithful a").count() == 2 * 5
     shot(page, "about")
+    shot_of(trust, "about-trust")
 
     page.goto("/analyze")
     shot(page, "analyze-form")

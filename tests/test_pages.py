@@ -16,7 +16,7 @@ from app.main import create_app
 from app.render import highlight, word_highlight
 from app.settings import Settings
 from app.templating import templates
-from model.quality import FULL_COLOUR_WEIGHT, ROUGH_FIT, UNSTABLE, Quality, assessment, fit_reading
+from model.quality import FULL_COLOUR_WEIGHT, NEGLIGIBLE_WEIGHT, ROUGH_FIT, UNSTABLE, Quality, assessment, fit_reading
 
 from tests.web_fixtures import (  # noqa: F401
     XSS_IMG,
@@ -412,13 +412,56 @@ def test_about_page_shows_metrics_charts_and_timings(web_client):
     html = web_client.get("/about").text
     for figure in ("87.7%", "77.9%", "75.0%", "66.7%", "872", "882", "801", "757", "500 labelled reviews"):
         assert figure in html
-    assert html.count('<svg class="chart"') == 3  # two calibration charts and the learning curve
+    assert html.count('<svg class="chart"') == 3 + 4  # calibration, learning curve, the trust histograms
     assert "Learning curve" in html
     assert "1 h 2 min" in html  # explain: 3,725 s
     assert "all-MiniLM-L6-v2" in html
     data = get_json(web_client, "/about.json")
     assert data["models"][1]["sets"]["eval"]["confusion"] == [[872, 128], [118, 882]]
     assert [t["step"] for t in data["timings"]] == ["data", "nbsvm", "bert", "predict", "explain", "evaluate"]
+
+
+def test_about_page_sums_up_the_trust_in_explanations(web_client, web_database):
+    data = get_json(web_client, "/about.json")["explanation_quality"]
+    html = web_client.get("/about").text
+    section = html.split('aria-labelledby="trust-h"')[1].split("</section>")[0]
+    assert [q["model"] for q in data["models"]] == ["nbsvm", "bert"]
+    for q in data["models"]:
+        rows = sql(
+            web_database,
+            "SELECT e.* FROM explanations e JOIN reviews r ON r.id = e.review_id"
+            " WHERE r.split = 'catalogue' AND e.level = 'sentence' AND e.model = :model",
+            model=q["model"],
+        )
+        figures = [row._mapping for row in rows]
+        assert q["explanations"] == len(figures)
+        assert q["figures"]["score"]["mean"] == pytest.approx(sum(f["score"] for f in figures) / len(figures))
+        assert sum(q["figures"]["stability"]["histogram"]) == len(figures)
+        assert q["faithfulness"]["random_sufficiency"] == pytest.approx(
+            sum(f["random_sufficiency"] for f in figures) / len(figures)
+        )
+        assert q["weak"] == len(weak_reviews(web_database, q["model"]))
+        [(empty,)] = sql(
+            web_database,
+            "SELECT COUNT(*) FROM (SELECT s.review_id FROM sentences s JOIN sentence_weights w ON w.sentence_id = s.id"
+            " WHERE w.model = :model GROUP BY s.review_id HAVING MAX(ABS(w.weight)) < :negligible)",
+            model=q["model"], negligible=NEGLIGIBLE_WEIGHT["log_odds"],
+        )  # fmt: skip
+        assert q["empty"] == empty
+        least = sql(
+            web_database,
+            "SELECT review_id FROM explanations WHERE model = :model AND level = 'sentence'"
+            " ORDER BY normalised_comprehensiveness, comprehensiveness, review_id LIMIT 5",
+            model=q["model"],
+        )
+        assert [r["review_id"] for r in q["least_faithful"]] == [review_id for (review_id,) in least]
+        listed = section.split(f'<div data-model="{q["model"]}">')[1].split("</ol>")[0]
+        assert re.findall(r'href="/reviews/(\d+)\?analyze=1"', listed) == [str(review_id) for (review_id,) in least]
+    bert = data["models"][1]
+    assert bert["weak"] == 5 and f"{bert['weak'] / bert['explanations']:.0%} (5)" in section
+    assert "Edin et al. 2024" in section and section.count('<svg class="chart"') == 4
+    assert "Removing the top sentence (higher is better)" in section
+    assert "every catalogue review, user-posted ones included" in section
 
 
 # --- JSON twins, escaping, errors, hosts -----------------------------------------------------
