@@ -1,4 +1,4 @@
-"""The ``textflix`` command: build, report, serve, up.
+"""The ``textflix`` command: build, report, serve, up, export.
 
 Flags are generated from ``Settings``: ``--data-dir`` is the field ``data_dir``
 and the environment variable ``TEXTFLIX_DATA_DIR``; a flag beats the variable.
@@ -8,10 +8,13 @@ import argparse
 import json
 import logging
 import sys
+from contextlib import contextmanager
+from pathlib import Path
 
 from pydantic import ValidationError
 
 from app.db import display_url
+from app.export import WRITERS
 from app.settings import ApiLimits, Compute, Server, Settings, Storage
 from model.config import ConfigGroup, LimeConfig, Sources
 from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, MODELS, TRAIN
@@ -26,9 +29,22 @@ COMMANDS: dict[str, tuple[str, list[type[ConfigGroup]]]] = {
         "Build the database if it is missing or unfinished, then serve it.",
         [Storage, Compute, Sources, Server, LimeConfig, ApiLimits],
     ),
+    "export": ("Write every catalogue review with its predictions, explanations and their trust figures.", [Storage]),
+}
+# Each command's own arguments, beside the flags of its settings groups: (flag, argparse keywords with a dest).
+OPTIONS: dict[str, list[tuple[str, dict]]] = {
+    "report": [("--json", dict(dest="as_json", action="store_true", help="Print JSON."))],
+    "export": [
+        ("--format", dict(dest="export_format", choices=tuple(WRITERS), default="jsonl", help="JSON Lines or CSV.")),
+        ("--output", dict(dest="output", type=Path, help="The file to write; standard output without it.")),
+    ],
 }
 BUILDING = {"build", "up"}
 log = logging.getLogger("textflix")
+
+
+class CommandError(Exception):
+    """A command cannot do its work; the message says why, in one sentence."""
 
 
 def command_fields(command: str, settings_type: type[Settings]) -> list[str]:
@@ -53,15 +69,15 @@ def parser(settings_type: type[Settings] = Settings) -> argparse.ArgumentParser:
             if info.annotation is bool:
                 kwargs["action"] = argparse.BooleanOptionalAction
             sub.add_argument(flag, **kwargs)
-        if name == "report":
-            sub.add_argument("--json", action="store_true", help="Print JSON.")
+        for flag, kwargs in OPTIONS.get(name, ()):
+            sub.add_argument(flag, **kwargs)
     return top
 
 
 def main(argv: list[str] | None = None, settings_type: type[Settings] = Settings) -> int:
     args = vars(parser(settings_type).parse_args(argv))
     command = args.pop("command")
-    as_json = args.pop("json", False)
+    options = {kwargs["dest"]: args.pop(kwargs["dest"]) for _, kwargs in OPTIONS.get(command, ())}
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
@@ -71,22 +87,29 @@ def main(argv: list[str] | None = None, settings_type: type[Settings] = Settings
         print(f"textflix: error: {problems}", file=sys.stderr)
         return 2
     try:
-        return COMMAND_FUNCTIONS[command](settings, as_json)
+        return COMMAND_FUNCTIONS[command](settings, **options)
     except KeyboardInterrupt:
         print("\nInterrupted: finished work is saved; run the same command again to resume.", file=sys.stderr)
         return 130
     except Exception as error:
-        from app.pipeline import BuildError
-        from model.bert import DeviceUnavailable
-        from model.data import DataError
-
-        if isinstance(error, (BuildError, DataError, DeviceUnavailable)):
-            print(f"textflix: error: {error}", file=sys.stderr)
-            return 1
-        raise
+        if not explained(error):
+            raise
+        print(f"textflix: error: {error}", file=sys.stderr)
+        return 1
 
 
-def build(settings: Settings, _as_json: bool = False) -> int:
+def explained(error: Exception) -> bool:
+    """Whether ``error`` says in one sentence what went wrong, so that no traceback is needed."""
+    if isinstance(error, CommandError):
+        return True
+    from app.pipeline import BuildError  # imports torch: only when it can be one
+    from model.bert import DeviceUnavailable
+    from model.data import DataError
+
+    return isinstance(error, (BuildError, DataError, DeviceUnavailable))
+
+
+def build(settings: Settings) -> int:
     from app.pipeline import Pipeline
     from app.steps import STEPS
 
@@ -96,20 +119,15 @@ def build(settings: Settings, _as_json: bool = False) -> int:
     return 0
 
 
-def report(settings: Settings, as_json: bool) -> int:
-    from app.db import make_engine
-    from app.main import database_problem
-    from app.pipeline import BuildError, report as run_report
+def report(settings: Settings, as_json: bool = False) -> int:
+    from app.pipeline import report as run_report
 
-    problem = database_problem(settings)
-    if problem:
-        raise BuildError(problem)
-    record = run_report(make_engine(settings.database))
+    record = run_report(existing_engine(settings))
     print(json.dumps(record, indent=2) if as_json else summary(record, settings))
     return 0
 
 
-def serve(settings: Settings, _as_json: bool = False) -> int:
+def serve(settings: Settings) -> int:
     import uvicorn
 
     from app.main import create_app
@@ -119,12 +137,57 @@ def serve(settings: Settings, _as_json: bool = False) -> int:
     return 0
 
 
-def up(settings: Settings, _as_json: bool = False) -> int:
+def up(settings: Settings) -> int:
     build(settings)
     return serve(settings)
 
 
-COMMAND_FUNCTIONS = {"build": build, "report": report, "serve": serve, "up": up}
+def export(settings: Settings, export_format: str = "jsonl", output: Path | None = None) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    engine = existing_engine(settings)
+    try:
+        with output_stream(output) as out:
+            count = WRITERS[export_format](engine, out)
+    except SQLAlchemyError as error:
+        raise CommandError(
+            f"Cannot read the database at {display_url(settings.database)} ({error.__class__.__name__}): "
+            "run `textflix build` to build it."
+        ) from None
+    if output is not None:
+        print(f"Wrote {count:,} reviews to {output}.", file=sys.stderr)
+    return 0
+
+
+COMMAND_FUNCTIONS = {"build": build, "report": report, "serve": serve, "up": up, "export": export}
+
+
+def existing_engine(settings: Settings):
+    """The engine of the database, which must exist (``CommandError`` says how to build it)."""
+    from app.db import make_engine
+    from app.main import database_problem
+
+    problem = database_problem(settings)
+    if problem:
+        raise CommandError(problem)
+    return make_engine(settings.database)
+
+
+@contextmanager
+def output_stream(path: Path | None):
+    """Standard output, or ``path``, which takes its name only once it is written whole."""
+    if path is None:
+        yield sys.stdout
+        return
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with partial.open("w", encoding="utf-8", newline="") as out:
+            yield out
+        partial.replace(path)
+    except OSError as error:
+        raise CommandError(f"Cannot write {path}: {error.strerror or error}.") from None
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def quiet_transformers() -> None:

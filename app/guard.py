@@ -6,6 +6,7 @@ A pure ASGI middleware, so it answers before the body is parsed, in this order:
    (wrong); the token is compared in constant time (``hmac.compare_digest``). The
    /analyze page checks it itself (``token_problem``), after reading the form, whose
    ``token`` field a browser fills in: a wrong token then gives back the form, text kept.
+   The one GET that needs it, the export, checks it as a dependency (``require_token``).
 2. ``Content-Type`` must be ``application/json`` (or ``+json``), and for /analyze may
    also be a form (``application/x-www-form-urlencoded``): 415 otherwise.
 3. The body may not be over ``max_body_bytes``: 413 when ``Content-Length`` says so,
@@ -18,12 +19,13 @@ does not take a request past the gate. The body it read is handed on unchanged.
 import email.message
 import hmac
 
+from fastapi import Security
 from fastapi.security import HTTPBearer
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import API_PREFIX, error_response, problem, route_path
+from app.errors import API_PREFIX, AppError, error_response, problem, route_path
 from app.settings import Settings
 
 GUARDED_METHODS = {"POST", "PUT", "PATCH"}
@@ -31,8 +33,10 @@ ANALYZE_PATHS = {"/analyze", "/analyze.json"}
 FORM = "application/x-www-form-urlencoded"
 
 # Documents the bearer token in OpenAPI (/docs has an "Authorize" button). The check itself
-# is done by ``ApiGuard`` before the body is read, so this never refuses.
-bearer = HTTPBearer(auto_error=False, description="Needed on every POST when the server sets TEXTFLIX_API_TOKEN.")
+# is done by ``ApiGuard`` before the body is read, or by ``require_token``, so this never refuses.
+bearer = HTTPBearer(
+    auto_error=False, description="Needed on every POST, and on the export, when the server sets TEXTFLIX_API_TOKEN."
+)
 
 
 def content_type(value: str | None) -> str | None:
@@ -48,10 +52,10 @@ def is_json(media_type: str | None) -> bool:
     return media_type is not None and (media_type == "application/json" or (media_type.startswith("application/") and media_type.endswith("+json")))
 
 
-def token_problem(authorization: str | None, token: bytes) -> tuple[int, str] | None:
+def token_problem(authorization: str | None, token: bytes, needed_on: str = "every POST") -> tuple[int, str] | None:
     """(status, message) when the Authorization header does not carry ``token``; None when it does."""
     if authorization is None:
-        return 401, "This server needs `Authorization: Bearer <token>` on every POST."
+        return 401, f"This server needs `Authorization: Bearer <token>` on {needed_on}."
     scheme, _, given = authorization.strip().partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         return 401, "The Authorization header must be `Bearer <token>`."
@@ -59,6 +63,19 @@ def token_problem(authorization: str | None, token: bytes) -> tuple[int, str] | 
     if not hmac.compare_digest(given.strip().encode("latin-1", "replace"), token):
         return 403, "The bearer token is not valid."
     return None
+
+
+def require_token(request: Request, _credentials=Security(bearer)) -> None:
+    """A GET route's own token check (the export, which reads the whole database), answered as the
+    guard answers a POST; ``Security(bearer)`` documents it in OpenAPI."""
+    secret = request.app.state.settings.api_token
+    if secret is None:
+        return
+    refused = token_problem(request.headers.get("authorization"), secret.get_secret_value().encode("utf-8"), "the export")
+    if refused:
+        status, message = refused
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        raise AppError.one(status, "Authorization", message, headers=headers)
 
 
 class ApiGuard:

@@ -138,6 +138,20 @@ def sentences_by_review(session: Session, *conditions) -> dict[int, list[dict]]:
     return by_review
 
 
+def words_by_review(session: Session, *conditions) -> dict[int, list[dict]]:
+    """NB-SVM's word weights of the reviews matching ``conditions``, strongest first."""
+    stmt = (
+        select(WordWeight.review_id, WordWeight.word, WordWeight.weight)
+        .join(Review, Review.id == WordWeight.review_id)
+        .where(WordWeight.model == WORD_LEVEL_MODEL, *conditions)
+        .order_by(WordWeight.review_id, func.abs(WordWeight.weight).desc(), WordWeight.word)
+    )
+    by_review: dict[int, list[dict]] = defaultdict(list)
+    for review_id, word, weight in session.execute(stmt):
+        by_review[review_id].append({"word": word, "weight": weight})
+    return by_review
+
+
 # --- summaries -------------------------------------------------------------------------
 
 
@@ -375,12 +389,7 @@ def review_page(session: Session, review_id: int, view: View) -> dict | None:
     item = review_item(row, sentences, view, MODELS)
     page = {"movie": movie_dict(movie, row["title_id"]), "review": item}
     if view.analyze:
-        words = session.execute(
-            select(WordWeight.word, WordWeight.weight)
-            .where(WordWeight.review_id == review_id, WordWeight.model == WORD_LEVEL_MODEL)
-            .order_by(func.abs(WordWeight.weight).desc(), WordWeight.word)
-        ).all()
-        page["words"] = [{"word": word, "weight": weight} for word, weight in words]
+        page["words"] = words_by_review(session, Review.id == review_id).get(review_id, [])
         page["explanations"] = [
             explanation_record(e)
             for e in session.scalars(

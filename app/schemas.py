@@ -63,9 +63,12 @@ class ReviewRequest(Strict):
     label: Label | None = Field(None, description="The writer's own label: shown with the review, never counted in accuracy.")
 
 
-class ModelPrediction(BaseModel):
+class PredictedLabel(BaseModel):
     label: Label
     p_positive: float = Field(ge=0, le=1, description="Probability of the positive class.")
+
+
+class ModelPrediction(PredictedLabel):
     correct: bool | None = Field(
         None, description="POST /api/reviews with a `label`: whether the prediction matches it."
     )
@@ -116,10 +119,13 @@ class ExplanationQuality(BaseModel):
     random_sufficiency_top: float | None = Field(None, description="The same for k random sentences (mean of draws).")
 
 
-class ExplanationInfo(BaseModel):
+class LimeFit(BaseModel):
     samples: int = Field(description="LIME samples drawn per run.")
     intercept: float
     score: float = Field(description="R² of LIME's local linear model.")
+
+
+class ExplanationInfo(LimeFit):
     quality: ExplanationQuality | None = Field(None, description="Sentence level: stability and faithfulness.")
     weak: bool = Field(False, description="A poor fit (R² under 0.4) or unstable (stability under 0.5).")
     reading: str | None = Field(None, description="The fit in plain words.")
@@ -296,3 +302,35 @@ class Health(BaseModel):
     work_in_flight: int | None = Field(None, description="Model passes of the analyses under way.")
     batch_window_ms: float
     batching: bool
+
+
+# --- export ---------------------------------------------------------------------------------
+
+
+class ExportSentence(BaseModel):
+    position: int = Field(description="Order of the sentence in the review, from 0.")
+    start: int = Field(description="Character offset of the sentence in the text.")
+    end: int
+    text: str
+    weights: dict[str, float] = Field(
+        description="LIME weight per model, signed toward positive, in the space `quality.target` names (log-odds by default)."
+    )
+
+
+class ExportRow(BaseModel):
+    """One line of GET /api/export.jsonl and `textflix export`: a catalogue review with everything
+    the models say of it (``app.export``)."""
+
+    id: int
+    title_id: str
+    title: str | None = Field(description="The movie's title; null when the catalogue has no metadata for it.")
+    source: str = Field(description="`imdb` or `user`.")
+    gold: Label | None = Field(description="The IMDB label; null for a user review.")
+    user_label: Label | None = Field(description="The label a user review's writer gave, if any.")
+    rating: int | None = Field(description="IMDB stars, 1-10; null for a user review.")
+    text: str
+    predictions: dict[str, PredictedLabel] = Field(description="Per model.")
+    sentences: list[ExportSentence]
+    words: list[WordWeightOut] = Field(description="NB-SVM word-level LIME weights, strongest first.")
+    explanations: dict[str, ExplanationInfo] = Field(description="Per model: the sentence-level explanation.")
+    word_explanation: LimeFit | None = Field(description="LIME's fit of the NB-SVM word weights.")

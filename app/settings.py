@@ -80,7 +80,7 @@ class ApiLimits(ConfigGroup):
     # No flag: a token on the command line would show in `ps`.
     api_token: SecretStr | None = Field(
         None,
-        description="When set, every POST to /api/ needs `Authorization: Bearer <token>`.",
+        description="When set, every POST to /api/, and GET /api/export.jsonl, need `Authorization: Bearer <token>`.",
         json_schema_extra={"env_only": True},
     )
     batch_window_ms: float = Field(

@@ -26,8 +26,9 @@ from app.analysis import MicroBatcher
 from app.main import create_app
 from app.settings import Settings
 from model.config import MINILM, BertConfig, NbsvmConfig
+from model.quality import QUALITY_FIELDS, fit_reading, is_weak
 from tests.conftest import ROOT, serve_in_thread
-from tests.web_fixtures import FakeAnalyzer, build_web_database, use_analyzer
+from tests.web_fixtures import FakeAnalyzer, build_web_database, explanation_figures, use_analyzer
 
 TITLE = "tt0100001"  # catalogue titles of the fixture database
 OTHER_TITLE = "tt0100002"
@@ -199,6 +200,28 @@ def test_predict_with_explanations(client):
         check_result(result, text, explain=True)
     assert len(results[0]["sentences"]) == 4 and len(results[1]["sentences"]) == 1
     assert results[0]["explanations"]["bert"]["samples"] == LIME_SAMPLES
+    for result in results:
+        assert set(result["explanations"]) == {"bert", "nbsvm"}
+        for explanation in result["explanations"].values():
+            check_quality(explanation, sentences=len(result["sentences"]))
+
+
+def check_quality(explanation: dict, sentences: int) -> None:
+    """The trust figures of a live sentence explanation, in their ranges (POST /api/predict leaves out nulls)."""
+    quality = explanation["quality"]
+    assert set(quality) <= set(QUALITY_FIELDS) and quality["target"] == "log_odds"
+    assert explanation["weak"] is is_weak(explanation["score"], quality.get("stability"))
+    assert explanation["reading"] == fit_reading(explanation["score"])
+    assert -1.0 <= quality.get("stability", 0.0) <= 1.0
+    if sentences == 1:  # nothing to choose between: no stability, no faithfulness figures
+        assert set(quality) == {"target"}
+        return
+    assert quality["top_k"] >= 1
+    faithfulness = [name for name in QUALITY_FIELDS if "comprehensiveness" in name or "sufficiency" in name]
+    assert {name for name in faithfulness if not name.startswith("normalised")} <= set(quality)
+    for name in faithfulness:
+        low = 0.0 if name.startswith("normalised") else -1.0
+        assert low <= quality.get(name, low) <= 1.0, (name, quality[name])
 
 
 def test_predict_stores_nothing(client, api_data_dir):
@@ -276,6 +299,12 @@ def test_stored_review_shows_on_its_title_page_and_in_its_statistics(client, api
     page = client.get(f"/reviews/{review_id}", params={"analyze": 1})
     assert page.status_code == 200 and "I walked out after an hour." in page.text
 
+    # the export, with the figures it was answered with
+    exported = [json.loads(line) for line in client.get("/api/export.jsonl").text.splitlines()]
+    [row] = [row for row in exported if row["id"] == review_id]
+    assert (row["source"], row["gold"], row["user_label"], row["text"]) == ("user", None, "negative", text)
+    assert row["explanations"] == body["explanations"]
+
 
 def test_the_analyze_page_uses_the_same_analyzer(client):
     response = client.post("/analyze.json", json={"text": REVIEW})
@@ -329,6 +358,18 @@ def test_review_detail(client):
     assert detail["review"]["text"][sentence["start"] : sentence["end"]] == sentence["text"]
     assert set(sentence["weights"]) == {"bert", "nbsvm"}
     assert detail["words"] and {e["model"] for e in detail["explanations"]} == {"bert", "nbsvm"}
+
+
+def test_review_detail_carries_the_trust_figures(client):
+    detail = client.get("/api/reviews/1").json()  # the fixture's first review: BERT's explanation is weak
+    explanations = {e["model"]: e for e in detail["explanations"] if e["level"] == "sentence"}
+    assert set(explanations) == {"bert", "nbsvm"}
+    for model, explanation in explanations.items():
+        figures = explanation_figures(0, model)
+        assert explanation["score"] == figures["score"]
+        assert explanation["quality"] == {name: figures[name] for name in QUALITY_FIELDS}
+        assert explanation["reading"] == fit_reading(figures["score"])
+    assert explanations["bert"]["weak"] is True and explanations["nbsvm"]["weak"] is False
 
 
 @pytest.mark.parametrize(

@@ -79,6 +79,16 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys):
     assert main(build_args(tmp_path, SHARED_ARCHIVE, "--movies", str(SHARED_MOVIES))) == 0
     assert snapshot(db) == before  # a second complete run changes nothing
 
+    # the export of a real build: every catalogue review, with both models' figures and the words
+    output = tmp_path / "export.jsonl"
+    assert main(["export", "--data-dir", str(tmp_path / "data"), "--output", str(output)]) == 0
+    rows = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == catalogue and all(row["gold"] and row["sentences"] and row["words"] for row in rows)
+    for row in rows:
+        assert set(row["predictions"]) == set(row["explanations"]) == {"nbsvm", "bert"}
+        assert all(e["samples"] == 8 and e["quality"]["target"] == "log_odds" for e in row["explanations"].values())
+        assert row["word_explanation"]["samples"] == 20
+
 
 def test_killed_build_resumes_without_redoing_work(tmp_path, real_subset_archive):
     db = tmp_path / "data" / "textflix.db"

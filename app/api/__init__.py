@@ -1,6 +1,6 @@
-"""The JSON API under /api/ (OpenAPI at /docs): catalogue, reviews, live analysis, health.
+"""The JSON API under /api/ (OpenAPI at /docs): catalogue, reviews, live analysis, export, health.
 
-Routes live in small modules (``movies``, ``reviews``, ``predict``, ``health``); the
+Routes live in small modules (``movies``, ``reviews``, ``predict``, ``export``, ``health``); the
 request and answer schemas in ``app.schemas``; the models behind the analysis in
 ``app.analysis``. The guard in front of the POST routes (``app.guard``) and the
 error answers (``app.errors``) are the app's, shared with the pages.
@@ -8,15 +8,20 @@ error answers (``app.errors``) are the app's, shared with the pages.
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
 
-from app.api import health, movies, predict, reviews
+from app.api import export, health, movies, predict, reviews
+from app.schemas import ExportRow
 from app.settings import Settings
+
+REF_TEMPLATE = "#/components/schemas/{model}"
 
 
 def install(app: FastAPI) -> None:
     """Add the API's routes to ``app``, and its OpenAPI schema with the limits of its settings."""
     settings = app.state.settings
-    for module in (health, movies, reviews, predict):
+    for module in (health, movies, reviews, predict, export):
         app.include_router(module.router)
 
     def openapi() -> dict:
@@ -26,6 +31,7 @@ def install(app: FastAPI) -> None:
                 title=app.title, version=app.version, description=app.description, routes=app.routes
             )
             summaries_from_docstrings(schema)
+            add_schemas(schema, ExportRow)
             document_limits(schema, settings)
             app.openapi_schema = schema
         return app.openapi_schema
@@ -41,6 +47,15 @@ def summaries_from_docstrings(schema: dict) -> None:
             if summary:
                 operation["summary"] = summary.rstrip(".")
                 operation["description"] = description
+
+
+def add_schemas(schema: dict, *models: type[BaseModel]) -> None:
+    """Put ``models`` in the schema's components: answers that no route returns as its model,
+    like the lines of the export, which the route streams as text."""
+    _, definitions = models_json_schema([(model, "serialization") for model in models], ref_template=REF_TEMPLATE)
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name, definition in definitions.get("$defs", {}).items():
+        components.setdefault(name, definition)
 
 
 def document_limits(schema: dict, settings: Settings) -> None:

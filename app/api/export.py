@@ -1,0 +1,52 @@
+"""GET /api/export.jsonl: every catalogue review with its predictions, explanations and their trust figures."""
+
+from itertools import chain
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import StreamingResponse
+from sqlalchemy.engine import Engine
+
+from app import export
+from app.deps import get_engine
+from app.errors import error_responses
+from app.guard import require_token
+
+router = APIRouter(prefix="/api", tags=["export"])
+
+
+class JsonLinesResponse(StreamingResponse):
+    media_type = "application/x-ndjson"
+
+
+def json_errors(*statuses: int) -> dict:
+    """``error_responses`` for a route whose own answer is not JSON: its errors still are."""
+    schema = {"$ref": "#/components/schemas/ErrorResponse"}
+    return {
+        status: {"description": doc["description"], "content": {"application/json": {"schema": schema}}}
+        for status, doc in error_responses(*statuses).items()
+    }
+
+
+@router.get(
+    "/export.jsonl",
+    response_class=JsonLinesResponse,
+    dependencies=[Depends(require_token)],
+    responses={
+        200: {
+            "description": "JSON Lines: one `ExportRow` object per line, in review id order.",
+            "content": {JsonLinesResponse.media_type: {"itemSchema": {"$ref": "#/components/schemas/ExportRow"}}},
+        },
+        **json_errors(401, 403, 503),
+    },
+)
+def export_jsonl(engine: Engine = Depends(get_engine)) -> JsonLinesResponse:
+    """Export the catalogue as JSON Lines.
+
+    Every catalogue review (IMDB and user reviews; no training or evaluation reviews), one
+    JSON object per line: gold and user labels, each model's prediction, the sentences with
+    their LIME weights, NB-SVM's word weights, and each model's explanation with its trust
+    figures. Streamed a chunk of reviews at a time. Needs the bearer token when the server
+    sets TEXTFLIX_API_TOKEN. `pandas.read_json(url, lines=True)` reads it."""
+    chunks = export.jsonl_chunks(engine)
+    first = next(chunks, "")  # read here, so that an unreadable database is a 503, not a cut-off stream
+    return JsonLinesResponse(chain([first], chunks))

@@ -1,0 +1,323 @@
+"""The export: `textflix export` (JSON Lines and CSV) and GET /api/export.jsonl, on the page-test database.
+
+The expected values come from the fixture's own tables (``tests.web_fixtures``) and from
+SQL, never from the export code. The last tests show that the export reads the reviews in
+chunks with a fixed number of queries each, and that its memory does not grow with the
+number of reviews.
+"""
+
+import json
+import math
+import sqlite3
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import pandas
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event, insert
+
+from app.cli import main
+from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, make_engine, migrate, session_scope
+from app.export import csv_columns, export_rows
+from app.main import create_app
+from app.schemas import ExportRow
+from app.settings import Settings
+from model.quality import QUALITY_FIELDS
+from tests.conftest import ROOT
+from tests.web_fixtures import CATALOGUE, build_web_database, explanation_figures
+
+TOKEN = "export-s3cret"
+WRITER_LABELED = "Seen it twice. Not for me."
+WORD_FIT = dict(samples=300, intercept=0.4, score=0.66)
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory) -> tuple[str, Path]:
+    """The page-test database, plus a user review with its writer's label and an NB-SVM word-level fit."""
+    path = tmp_path_factory.mktemp("export") / "textflix.db"
+    url = build_web_database(path)
+    engine = make_engine(url)
+    with session_scope(engine) as session:
+        session.add(
+            Review(
+                title_id="tt0100003", text=WRITER_LABELED, label="negative", split="catalogue", source="user",
+                word_count=6,
+            )
+        )  # fmt: skip
+        session.add(Explanation(review_id=1, model="nbsvm", level="word", **WORD_FIT))
+    engine.dispose()
+    return url, path
+
+
+def sql(path: Path, statement: str, *args) -> list[tuple]:
+    with sqlite3.connect(path) as connection:
+        return connection.execute(statement, args).fetchall()
+
+
+def export_file(url: str, tmp_path: Path, *flags: str) -> Path:
+    output = tmp_path / "export.out"
+    assert main(["export", "--database", url, "--output", str(output), *flags]) == 0
+    return output
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+# --- JSON Lines -------------------------------------------------------------------------------
+
+
+def test_jsonl_holds_every_catalogue_review_with_its_figures(database, tmp_path):
+    url, path = database
+    rows = read_jsonl(export_file(url, tmp_path))
+    catalogue = [id for (id,) in sql(path, "SELECT id FROM reviews WHERE split = 'catalogue' ORDER BY id")]
+    hidden = {id for (id,) in sql(path, "SELECT id FROM reviews WHERE split != 'catalogue'")}
+    assert [row["id"] for row in rows] == catalogue and len(catalogue) == len(CATALOGUE) + 1
+    assert hidden and not hidden & {row["id"] for row in rows}
+    for row in rows:
+        ExportRow.model_validate(row)  # the schema OpenAPI documents for each line
+
+    for index, (row, fixture) in enumerate(zip(rows, CATALOGUE)):  # the fixture's reviews, in id order
+        title_id, gold, rating, source, sentences, bert, nbsvm, words = fixture
+        assert (row["title_id"], row["source"], row["rating"]) == (title_id, source, rating)
+        assert row["gold"] == (gold if source == "imdb" else None)
+        assert row["predictions"] == {
+            "nbsvm": {"label": nbsvm[0], "p_positive": nbsvm[1]},
+            "bert": {"label": bert[0], "p_positive": bert[1]},
+        }
+        assert [(s["text"], s["weights"]["bert"], s["weights"]["nbsvm"]) for s in row["sentences"]] == sentences
+        for sentence in row["sentences"]:
+            assert row["text"][sentence["start"] : sentence["end"]] == sentence["text"]
+        assert {w["word"]: w["weight"] for w in row["words"]} == words
+        assert [abs(w["weight"]) for w in row["words"]] == sorted((abs(w) for w in words.values()), reverse=True)
+        for model in ("bert", "nbsvm"):
+            figures = explanation_figures(index, model)
+            explanation = row["explanations"][model]
+            assert {name: explanation[name] for name in ("samples", "intercept", "score")} == {
+                name: figures[name] for name in ("samples", "intercept", "score")
+            }
+            assert explanation["quality"] == {name: figures[name] for name in QUALITY_FIELDS}
+            assert explanation["weak"] is (figures["score"] < 0.4 or figures["stability"] < 0.5)
+            assert explanation["reading"]
+    explained = rows[: len(CATALOGUE)]
+    assert any(row["explanations"]["bert"]["weak"] for row in explained)
+    assert not any(row["explanations"]["nbsvm"]["weak"] for row in explained)
+
+
+def test_titles_user_labels_and_the_word_level_fit(database, tmp_path):
+    url, _ = database
+    rows = {row["id"]: row for row in read_jsonl(export_file(url, tmp_path))}
+    assert rows[1]["title"] == "The Lighthouse Keeper" and rows[1]["word_explanation"] == WORD_FIT
+    assert rows[2]["word_explanation"] is None
+    no_metadata = next(row for row in rows.values() if row["title_id"] == "tt0100004")
+    assert no_metadata["title"] is None
+    [labeled] = [row for row in rows.values() if row["text"] == WRITER_LABELED]
+    # a writer's label is no gold label; a review not yet analysed has no figures
+    assert (labeled["source"], labeled["gold"], labeled["user_label"]) == ("user", None, "negative")
+    assert (labeled["predictions"], labeled["sentences"], labeled["explanations"]) == ({}, [], {})
+    [unlabeled] = [row for row in rows.values() if row["source"] == "user" and row["text"] != WRITER_LABELED]
+    assert unlabeled["gold"] is None and unlabeled["user_label"] is None and unlabeled["rating"] is None
+
+
+def test_pandas_reads_the_jsonl_in_one_call(database, tmp_path):
+    url, path = database
+    frame = pandas.read_json(export_file(url, tmp_path), lines=True)
+    [(count,)] = sql(path, "SELECT COUNT(*) FROM reviews WHERE split = 'catalogue'")
+    assert len(frame) == count
+    assert list(frame.columns) == list(ExportRow.model_fields)
+    first = frame.iloc[0]
+    # pandas' fast float parser may be off in the last digit (precise_float=True is exact)
+    assert first["explanations"]["bert"]["quality"]["stability"] == pytest.approx(explanation_figures(0, "bert")["stability"])
+    assert first["sentences"][0]["text"] == CATALOGUE[0][4][0][0]
+
+
+def test_without_output_the_command_writes_to_standard_output(database, tmp_path):
+    url, _ = database
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "export", "--database", url],
+        cwd=ROOT, capture_output=True, text=True, encoding="utf-8", timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == export_file(url, tmp_path).read_text(encoding="utf-8")
+
+
+# --- CSV ---------------------------------------------------------------------------------------
+
+
+def test_csv_is_one_row_per_review_with_flat_columns(database, tmp_path):
+    url, _ = database
+    rows = read_jsonl(export_file(url, tmp_path))
+    frame = pandas.read_csv(export_file(url, tmp_path, "--format", "csv"), float_precision="round_trip")
+    assert list(frame.columns) == csv_columns()
+    assert list(frame["id"]) == [row["id"] for row in rows]
+    assert {"bert_p_positive", "bert_score", "bert_comprehensiveness", "nbsvm_stability", "word_score"} <= set(frame)
+    for (_, line), row in zip(frame.iterrows(), rows):
+        assert json.loads(line["sentences"]) == row["sentences"]
+        assert json.loads(line["words"]) == row["words"]
+        for model, explanation in row["explanations"].items():
+            assert line[f"{model}_p_positive"] == row["predictions"][model]["p_positive"]
+            assert line[f"{model}_score"] == explanation["score"]
+            assert bool(line[f"{model}_weak"]) is explanation["weak"]
+            for name in QUALITY_FIELDS:
+                assert line[f"{model}_{name}"] == explanation["quality"][name]
+    # a review without figures has empty cells, read as missing
+    labeled = frame[frame["text"] == WRITER_LABELED].iloc[0]
+    assert labeled["user_label"] == "negative" and pandas.isna(labeled["bert_p_positive"])
+    assert pandas.isna(labeled["gold"])
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def test_a_missing_database_or_unwritable_file_is_one_sentence_and_exit_1(database, tmp_path, capsys):
+    url, _ = database
+    assert main(["export", "--database", f"sqlite:///{tmp_path / 'none.db'}"]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("textflix: error: No database at") and error.count("\n") == 1
+    assert not (tmp_path / "none.db").exists()
+
+    target = tmp_path / "missing-folder" / "export.jsonl"
+    assert main(["export", "--database", url, "--output", str(target)]) == 1
+    error = capsys.readouterr().err
+    assert error == f"textflix: error: Cannot write {target}: No such file or directory.\n"
+
+    empty = tmp_path / "empty.db"
+    empty.touch()  # a database file without tables
+    output = tmp_path / "out.jsonl"
+    assert main(["export", "--database", f"sqlite:///{empty}", "--output", str(output)]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("textflix: error: Cannot read the database") and "textflix build" in error
+    assert list(tmp_path.glob("out.jsonl*")) == []  # no half-written file
+
+
+# --- GET /api/export.jsonl --------------------------------------------------------------------
+
+
+def test_the_api_streams_the_same_rows(database, tmp_path):
+    url, _ = database
+    with TestClient(create_app(Settings(database_url=url, data_dir=tmp_path, api_token=None))) as client:
+        response = client.get("/api/export.jsonl")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/x-ndjson"
+    assert response.text == export_file(url, tmp_path).read_text(encoding="utf-8")
+
+
+def test_the_api_export_needs_the_token_when_one_is_set(database, tmp_path):
+    url, _ = database
+    with TestClient(create_app(Settings(database_url=url, data_dir=tmp_path, api_token=TOKEN))) as client:
+        response = client.get("/api/export.jsonl")
+        assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+        assert response.json()["detail"][0]["field"] == "Authorization"
+        assert client.get("/api/export.jsonl", headers={"Authorization": "Bearer wrong"}).status_code == 403
+        response = client.get("/api/export.jsonl", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert response.status_code == 200 and len(response.text.splitlines()) == len(CATALOGUE) + 1
+        assert client.get("/api/movies").status_code == 200  # other reads stay public
+
+        operation = client.get("/openapi.json").json()["paths"]["/api/export.jsonl"]["get"]
+    assert operation["security"] == [{"HTTPBearer": []}]
+    assert {"401", "403", "503"} <= set(operation["responses"])
+    lines = operation["responses"]["200"]["content"]["application/x-ndjson"]
+    assert lines["itemSchema"] == {"$ref": "#/components/schemas/ExportRow"}
+
+
+def test_the_api_export_of_a_missing_database_is_a_503(tmp_path):
+    with TestClient(create_app(Settings(data_dir=tmp_path, api_token=None))) as client:
+        response = client.get("/api/export.jsonl")
+    assert response.status_code == 503 and "textflix build" in response.json()["detail"][0]["message"]
+
+
+# --- chunks and memory -------------------------------------------------------------------------
+
+
+def count_statements(engine, chunk_size: int) -> tuple[list[dict], int]:
+    """The export rows with ``chunk_size``, and how many SQL statements they took."""
+    statements = []
+
+    def listener(_connection, _cursor, statement, *_):
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        rows = list(export_rows(engine, chunk_size))
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)
+    return rows, len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
+
+
+def test_the_export_reads_a_chunk_at_a_time_with_a_fixed_number_of_queries(database):
+    url, _ = database
+    engine = make_engine(url)
+    whole, one_chunk = count_statements(engine, 500)
+    chunked, statements = count_statements(engine, 2)
+    engine.dispose()
+    assert chunked == whole
+    per_chunk = one_chunk - 1  # the last query finds no more reviews
+    chunks = math.ceil(len(whole) / 2)
+    assert statements == per_chunk * chunks + 1 and chunks > 1
+
+
+def fill_many(url: str, reviews: int, sentences: int = 6) -> None:
+    """A catalogue of ``reviews`` generated reviews with every figure the export reads."""
+    engine = make_engine(url)
+    migrate(engine)
+    text = " ".join(f"Sentence number {i} of a long enough generated review about a film." for i in range(sentences))
+    figures = explanation_figures(1, "bert")
+    with session_scope(engine) as session:
+        session.add(Movie(title_id="tt0200001", title="Generated"))
+        session.flush()
+        session.execute(
+            insert(Review),
+            [dict(id=i, title_id="tt0200001", text=f"{i} {text}", label="positive", rating=8, split="catalogue",
+                  source="imdb", source_key=f"test/{i}", word_count=99) for i in range(1, reviews + 1)],
+        )  # fmt: skip
+        session.execute(
+            insert(Prediction),
+            [dict(review_id=i, model=m, label="positive", p_positive=0.8) for i in range(1, reviews + 1) for m in ("bert", "nbsvm")],
+        )
+        session.execute(
+            insert(Explanation),
+            [dict(review_id=i, model=m, level="sentence", **figures) for i in range(1, reviews + 1) for m in ("bert", "nbsvm")],
+        )
+        session.execute(
+            insert(Sentence),
+            [dict(id=i * sentences + p, review_id=i, position=p, start=0, end=10, text=f"Sentence number {p}.")
+             for i in range(1, reviews + 1) for p in range(sentences)],
+        )  # fmt: skip
+        session.execute(
+            insert(SentenceWeight),
+            [dict(sentence_id=i * sentences + p, model=m, weight=0.1 * p)
+             for i in range(1, reviews + 1) for p in range(sentences) for m in ("bert", "nbsvm")],
+        )  # fmt: skip
+        session.execute(
+            insert(WordWeight),
+            [dict(review_id=i, model="nbsvm", word=f"word{w}", weight=0.01 * w) for i in range(1, reviews + 1) for w in range(8)],
+        )
+    engine.dispose()
+
+
+def export_peak_bytes(url: str, chunk_size: int) -> tuple[int, int]:
+    """(reviews exported, peak bytes allocated while exporting them), the rows thrown away as they come."""
+    engine = make_engine(url)
+    list(export_rows(engine, chunk_size))  # warm up: compiled statements, the connection pool
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in export_rows(engine, chunk_size))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        engine.dispose()
+    return count, peak
+
+
+def test_the_exports_memory_does_not_grow_with_the_number_of_reviews(tmp_path):
+    small, large = f"sqlite:///{tmp_path / 'small.db'}", f"sqlite:///{tmp_path / 'large.db'}"
+    fill_many(small, 400)
+    fill_many(large, 2_400)
+    small_count, small_peak = export_peak_bytes(small, 200)
+    large_count, large_peak = export_peak_bytes(large, 200)
+    assert (small_count, large_count) == (400, 2_400)
+    # six times the reviews: reading them all at once would take about six times the memory
+    assert large_peak < 1.5 * small_peak, (small_peak, large_peak)
