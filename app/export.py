@@ -111,7 +111,7 @@ def jsonl_chunks(engine: Engine, chunk_size: int = CHUNK_SIZE) -> Iterator[str]:
 def csv_columns() -> list[str]:
     """The CSV header: the review, then per model its prediction and explanation, then the
     word-level fit; sentences and words are JSON strings."""
-    per_model = ["label", "p_positive", *FIT_FIELDS, *QUALITY_FIELDS, "weak", "reading"]
+    per_model = ["label", "p_positive", *FIT_FIELDS, *QUALITY_FIELDS, "weak", "reasons", "reading"]
     return [
         *REVIEW_FIELDS,
         *(f"{model}_{name}" for model in MODELS for name in per_model),
@@ -130,6 +130,7 @@ def csv_row(row: dict) -> dict:
             **row["predictions"].get(model, {}),
             **{name: explanation.get(name) for name in (*FIT_FIELDS, "weak", "reading")},
             **(explanation.get("quality") or {}),
+            "reasons": "; ".join(explanation.get("reasons", [])),
         }
         flat.update({f"{model}_{name}": value for name, value in parts.items()})
     flat.update({f"word_{name}": value for name, value in (row["word_explanation"] or {}).items()})

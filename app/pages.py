@@ -109,7 +109,7 @@ async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
         "sentences": sentences,
         "disagree": len({p["label"] for p in predictions.values()}) > 1,
         "trust": {
-            model: queries.explanation_trust(e["score"], e["quality"].get("stability"), e["quality"].get("target"))
+            model: queries.explanation_trust({**e["quality"], "score": e["score"]})
             for model, e in (result.get("explanations") or {}).items()
         },
     }

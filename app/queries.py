@@ -30,10 +30,13 @@ from model.names import (
     WORD_LEVEL_MODEL,
     short_label,
 )
-from model.quality import LOG_ODDS, QUALITY_FIELDS, ROUGH_FIT, UNSTABLE, assessment, is_empty, is_weak, weak_reasons
+from model.quality import LOG_ODDS, NO_FIT, QUALITY_FIELDS, UNSTABLE, assessment, is_empty, is_weak
 
 
 # --- rows ------------------------------------------------------------------------------
+
+# The explanation columns a page needs beside the highlights (``explanation_trust``).
+TRUST_COLUMNS = ("score", "target", "stability", "comprehensiveness", "random_comprehensiveness")
 
 
 def review_rows(
@@ -64,9 +67,7 @@ def review_rows(
         if trust:
             explanation = aliased(Explanation, name=f"e_{model}")
             stmt = stmt.add_columns(
-                explanation.score.label(f"{model}_score"),
-                explanation.stability.label(f"{model}_stability"),
-                explanation.target.label(f"{model}_target"),
+                *(getattr(explanation, name).label(f"{model}_{name}") for name in TRUST_COLUMNS)
             ).outerjoin(
                 explanation,
                 and_(explanation.review_id == Review.id, explanation.model == model, explanation.level == SENTENCE),
@@ -85,21 +86,17 @@ def review_rows(
             if label is not None:
                 row["predictions"][model] = {"label": label, "p_positive": p_positive}
             if trust:
-                score, stability, target = (row.pop(f"{model}_{name}") for name in ("score", "stability", "target"))
-                if score is not None:
-                    row["trust"][model] = explanation_trust(score, stability, target)
+                figures = {name: row.pop(f"{model}_{name}") for name in TRUST_COLUMNS}
+                if figures["score"] is not None:
+                    row["trust"][model] = explanation_trust(figures)
         rows.append(row)
     return rows
 
 
-def explanation_trust(score: float, stability: float | None, target: str | None) -> dict:
+def explanation_trust(figures: dict) -> dict:
     """What a page shows beside a model's sentence highlights: the space of the weights
     (``target``, for the colour scale), whether the explanation is weak and why."""
-    return {
-        "target": target or LOG_ODDS,
-        **assessment(score, {"stability": stability}),
-        "reasons": weak_reasons(score, stability),
-    }
+    return {"target": figures["target"] or LOG_ODDS, **assessment(figures["score"], figures)}
 
 
 def sentences_by_review(session: Session, *conditions) -> dict[int, list[dict]]:
@@ -472,7 +469,7 @@ def _model_quality(model: str, rows: list[dict]) -> dict:
         "name": DISPLAY_NAMES[model],
         "explanations": len(rows),
         "single_sentence": len(rows) - len(compared),
-        "weak": sum(is_weak(row["score"], row["stability"]) for row in rows),
+        "weak": sum(is_weak(row["score"], row) for row in rows),
         "empty": sum(
             row["strongest"] is None or is_empty([row["strongest"]], row["target"] or LOG_ODDS) for row in rows
         ),
@@ -523,7 +520,7 @@ def explanation_quality(session: Session) -> dict:
         by_model[row["model"]].append(dict(row))
     return {
         "bins": [index / HISTOGRAM_BINS for index in range(HISTOGRAM_BINS + 1)],
-        "weak_when": {"score_below": ROUGH_FIT, "stability_below": UNSTABLE},
+        "weak_when": {"score_below": NO_FIT, "stability_below": UNSTABLE},
         "models": [_model_quality(model, by_model[model]) for model in MODELS if by_model[model]],
     }
 

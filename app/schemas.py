@@ -127,7 +127,12 @@ class LimeFit(BaseModel):
 
 class ExplanationInfo(LimeFit):
     quality: ExplanationQuality | None = Field(None, description="Sentence level: stability and faithfulness.")
-    weak: bool = Field(False, description="A poor fit (R² under 0.4) or unstable (stability under 0.5).")
+    weak: bool = Field(
+        False,
+        description="Shown as weak: R² under 0.2, stability under 0.5, or the top sentence matters no more "
+        "than a random one.",
+    )
+    reasons: list[str] = Field([], description="Why it is weak, in plain words; empty when it is not.")
     reading: str | None = Field(None, description="The fit in plain words.")
 
 

@@ -25,6 +25,10 @@ NEGLIGIBLE_WEIGHT = {LOG_ODDS: 0.05, PROBABILITY: 0.01}
 # The weight painted at full colour on every page, the same for every review and model.
 FULL_COLOUR_WEIGHT = {LOG_ODDS: 1.0, PROBABILITY: 0.2}
 GOOD_FIT, ROUGH_FIT = 0.7, 0.4  # R² from which the weights explain most / part of a prediction
+# R² under which they explain almost nothing: the explanation is weak. Between NO_FIT and
+# ROUGH_FIT the weights are "only a rough guide" to how much, while their ranking can still be
+# faithful (BERT's log-odds are not additive in sentences, so its fits are often that low).
+NO_FIT = 0.2
 STABLE = 0.9  # Spearman from which two runs rank the sentences (nearly) alike
 UNSTABLE = 0.5  # below it, another run would tell a different story
 
@@ -80,19 +84,25 @@ def stability_reading(stability: float | None) -> str:
     return "Two runs with different seeds rank the sentences differently: another run would tell another story."
 
 
-def weak_reasons(score: float | None, stability: float | None) -> list[str]:
-    """Why an explanation is weak, in plain words: a poor fit, an unstable ranking; empty when it is not."""
+def weak_reasons(score: float | None, quality: dict) -> list[str]:
+    """Why an explanation is weak, in plain words; empty when it is not. Weak: the linear fit
+    explains almost nothing, another run would rank the sentences differently, or removing the
+    top sentence matters no more than removing a random one."""
+    stability = quality.get("stability")
+    top, random = quality.get("comprehensiveness"), quality.get("random_comprehensiveness")
     reasons = []
-    if score is not None and score < ROUGH_FIT:
-        reasons.append(f"LIME's linear fit explains little of the prediction (R² {score:.2f})")
+    if score is not None and score < NO_FIT:
+        reasons.append(f"LIME's linear fit explains almost none of the prediction (R² {score:.2f})")
     if stability is not None and stability < UNSTABLE:
         reasons.append(f"a second run ranks the sentences differently (agreement {stability:.2f})")
+    if top is not None and random is not None and top <= random:
+        reasons.append("removing its top sentence moves the prediction no more than removing a random one")
     return reasons
 
 
-def is_weak(score: float | None, stability: float | None) -> bool:
-    """Whether an explanation should be shown as weak: a poor fit, or another run would disagree."""
-    return bool(weak_reasons(score, stability))
+def is_weak(score: float | None, quality: dict) -> bool:
+    """Whether an explanation should be shown as weak (``weak_reasons``)."""
+    return bool(weak_reasons(score, quality))
 
 
 def is_empty(weights, target: str) -> bool:
@@ -101,6 +111,7 @@ def is_empty(weights, target: str) -> bool:
 
 
 def assessment(score: float | None, quality: dict | None) -> dict:
-    """What the pages and the API say of an explanation beside its figures: ``weak`` and a ``reading``."""
-    stability = (quality or {}).get("stability")
-    return {"weak": is_weak(score, stability), "reading": fit_reading(score)}
+    """What the pages and the API say of an explanation beside its figures: ``weak``, its
+    ``reasons`` and a ``reading`` of the fit."""
+    reasons = weak_reasons(score, quality or {})
+    return {"weak": bool(reasons), "reasons": reasons, "reading": fit_reading(score)}

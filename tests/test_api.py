@@ -210,7 +210,7 @@ def check_quality(explanation: dict, sentences: int) -> None:
     """The trust figures of a live sentence explanation, in their ranges (POST /api/predict leaves out nulls)."""
     quality = explanation["quality"]
     assert set(quality) <= set(QUALITY_FIELDS) and quality["target"] == "log_odds"
-    assert explanation["weak"] is is_weak(explanation["score"], quality.get("stability"))
+    assert explanation["weak"] is is_weak(explanation["score"], quality)
     assert explanation["reading"] == fit_reading(explanation["score"])
     assert -1.0 <= quality.get("stability", 0.0) <= 1.0
     if sentences == 1:  # nothing to choose between: no stability, no faithfulness figures

@@ -263,7 +263,7 @@ def explanation_figures(index: int, model: str) -> dict:
     weak = model == "bert" and index % 3 == 0
     return dict(
         samples=64, intercept=0.5, target="log_odds",
-        score=0.25 if weak else 0.8 + index / 100,
+        score=0.15 if weak else 0.8 + index / 100,
         stability=0.3 if weak else 0.95,
         top_k=1,
         comprehensiveness=0.02 if weak else 0.3 + index / 100,
