@@ -104,17 +104,18 @@ def explained(error: Exception) -> bool:
         return True
     from app.pipeline import BuildError  # imports torch: only when it can be one
     from model.bert import DeviceUnavailable
+    from model.checkpoints import CheckpointError
     from model.data import DataError
 
-    return isinstance(error, (BuildError, DataError, DeviceUnavailable))
+    return isinstance(error, (BuildError, CheckpointError, DataError, DeviceUnavailable))
 
 
 def build(settings: Settings) -> int:
     from app.pipeline import Pipeline
-    from app.steps import STEPS
+    from app.steps import build_steps
 
     quiet_transformers()
-    record = Pipeline(settings, STEPS).run()
+    record = Pipeline(settings, build_steps(settings.recipe)).run()
     print(summary(record, settings))
     return 0
 

