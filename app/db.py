@@ -171,6 +171,16 @@ class Explanation(PerModel, Base):
     review: Mapped[Review] = relationship(back_populates="explanations")
 
 
+class PseudoLabel(Base):
+    """An unlabeled review (``train/unsup``) with the distill recipe's teacher's probability of "positive"."""
+
+    __tablename__ = "pseudo_labels"
+
+    source_key: Mapped[str] = mapped_column(String(64), primary_key=True)  # e.g. train/unsup/123_0
+    text: Mapped[str] = mapped_column(Text)
+    p_positive: Mapped[float] = mapped_column(Float)
+
+
 class Run(Base):
     """A pipeline run: its configuration, the steps it finished, metrics and timings."""
 

@@ -1,6 +1,6 @@
 """The offline pipeline's machinery: a list of steps, a run record, resume.
 
-A build is a list of ``Step`` objects (``app.steps.STEPS``) run in order. Each step
+A build is a list of ``Step`` objects (``app.steps.build_steps``) run in order. Each step
 declares its name and what it reads and writes, and records itself in the run record
 (``Run.steps``) when it finishes; a rerun skips the recorded ones, and the per-review
 steps commit in small batches, so a killed build resumes where it stopped and a
@@ -31,13 +31,16 @@ from sqlalchemy.engine import Connection, Engine, make_url
 
 from app.db import Review, Run, display_url, latest_run, make_engine, migrate, session_scope, sqlite_path
 from app.settings import Settings
+from model import checkpoints
 from model.bert import resolve_device
-from model.config import Sources, SplitConfig
+from model.checkpoints import Checkpoint
+from model.config import DISTILL, ConfigGroup, Sources, SplitConfig
 from model.data import Splits, read_splits
 from model.names import TRAIN
 from model.trained import Classifier, ModelUnavailable, load_trained
 
 log = logging.getLogger("textflix")
+CHECKPOINTS_DIR = "checkpoints"  # in the data directory: pretrained checkpoints put together from pieces
 BUILD_LOCK_FILE = "build.lock"  # in the data directory; a SQLite database gets "<file>.build.lock" beside it
 BUILD_HOLDER = "textflix build"  # how a lock names its holder: "textflix build (pid N on HOST)"
 # The key of the PostgreSQL advisory lock: fixed, derived from the name, positive.
@@ -62,7 +65,8 @@ class Step:
         """Whether a step the run record lists as finished still is (e.g. its files are there)."""
         return True
 
-    def run(self, build: "Pipeline") -> None:
+    def run(self, build: "Pipeline") -> dict | None:
+        """Do the step's work; what it returns is kept in its entry of the run record's steps."""
         raise NotImplementedError
 
 
@@ -102,9 +106,9 @@ class Pipeline:
                 continue
             log.info("Step %s: %s from %s.", step.name, ", ".join(step.writes), ", ".join(step.reads))
             started = time.perf_counter()
-            step.run(self)
+            facts = step.run(self) or {}
             if not done:
-                self._finish(step, time.perf_counter() - started + prepared.get(step.name, 0.0))
+                self._finish(step, time.perf_counter() - started + prepared.get(step.name, 0.0), facts)
         return report(self.engine)
 
     def _recorded_steps(self) -> set[str]:
@@ -134,10 +138,10 @@ class Pipeline:
                 )
             self.run_id, self.config = run.id, run.config
 
-    def _finish(self, step: Step, seconds: float) -> None:
+    def _finish(self, step: Step, seconds: float, facts: dict) -> None:
         with session_scope(self.engine) as session:
             run = session.get(Run, self.run_id)
-            run.steps = {**run.steps, step.name: {"seconds": round(seconds, 2)}}
+            run.steps = {**run.steps, step.name: {"seconds": round(seconds, 2), **facts}}
             if step is self.steps[-1]:
                 run.status = "complete"
                 run.finished_at = datetime.now(UTC)
@@ -160,7 +164,8 @@ class Pipeline:
         """The archive read and split as the settings say, once per process."""
         if self._splits is None:
             s = self.settings
-            self._splits = read_splits(s.group(Sources), s.group(SplitConfig), s.data_dir)
+            distill = s.recipe == DISTILL
+            self._splits = read_splits(s.group(Sources), s.group(SplitConfig), s.data_dir, unlabeled=distill)
             log.info(
                 "Read %d reviews from %s: %d for training, %d in the catalogue (%d titles), "
                 "%d for evaluation, %d duplicates dropped.",
@@ -179,11 +184,18 @@ class Pipeline:
             ).all()
         return [r.source_key for r in rows], [r.text for r in rows], [r.label for r in rows]
 
-    @cached_property
-    def fingerprint(self) -> str:
-        """Names the build config and training set a trained model belongs to."""
-        blob = json.dumps({"config": self.config, "train": sorted(self.training_set[0])}, sort_keys=True)
+    def fingerprint(self, groups: Sequence[type[ConfigGroup]]) -> str:
+        """Names what a trained model is made from: the build's values of the settings ``groups``
+        (as the run record has them) and the training set. Other settings (LIME's, say) do not
+        count, so changing them does not retrain the model."""
+        fields = {name for group in groups for name in self.settings.group_class(group).model_fields}
+        config = {name: value for name, value in self.config.items() if name in fields}
+        blob = json.dumps({"config": config, "train": sorted(self.training_set[0])}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def checkpoint(self, name: str) -> Checkpoint:
+        """Where pretrained checkpoint ``name`` loads from; a split one is put together in the data directory."""
+        return checkpoints.resolve(name, self.settings.data_dir / CHECKPOINTS_DIR)
 
     @cached_property
     def device(self) -> torch.device:

@@ -1,5 +1,6 @@
 """The steps of ``textflix build``, in order: data, one training step per model, predict,
-explain, evaluate, learning curve (``STEPS``). ``app.pipeline`` runs them.
+explain, evaluate, learning curve (``build_steps``); the distill recipe trains a teacher
+and pseudo-labels unlabeled reviews before it trains the served BERT model. ``app.pipeline`` runs them.
 
 The per-review steps (predict, explain) find the reviews that still lack their rows and
 commit in small batches, so a killed build redoes at most one batch.
@@ -7,6 +8,7 @@ commit in small batches, so a killed build redoes at most one batch.
 
 import logging
 import random
+import time
 from collections.abc import Callable
 
 from sqlalchemy import func, select
@@ -17,24 +19,41 @@ from app.db import (
     Explanation,
     Movie,
     Prediction,
+    PseudoLabel,
     Review,
     Sentence,
     SentenceWeight,
     WordWeight,
     session_scope,
 )
-from app.pipeline import Pipeline, Step
+from app.pipeline import BuildError, Pipeline, Step
 from model import explain
 from model.artifacts import saved_fingerprint
-from model.config import LimeConfig, WordLimeConfig
-from model.data import balanced_sample
+from model.bert import BertClassifier
+from model.config import DISTILL, BertConfig, ConfigGroup, LimeConfig, RecipeConfig, Seeded, SplitConfig, WordLimeConfig
+from model.data import balanced_sample, sample_unlabeled
 from model.metrics import accuracy, classification_report
-from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, IMDB, MODELS, SENTENCE, TRAIN, WORD, WORD_LEVEL_MODEL, label_of
+from model.names import (
+    CATALOGUE,
+    DISPLAY_NAMES,
+    EVAL,
+    IMDB,
+    MODELS,
+    POSITIVE,
+    SENTENCE,
+    STUDENT,
+    TEACHER,
+    TRAIN,
+    WORD,
+    WORD_LEVEL_MODEL,
+    label_of,
+)
 from model.sentences import split_sentences
-from model.trained import CLASSIFIERS, model_dir
+from model.trained import CLASSIFIERS, Classifier, model_dir
 
 log = logging.getLogger("textflix")
 PREDICT_CHUNK = 256  # reviews per model call and commit in the predict step
+PSEUDO_LABEL_CHUNK = 16  # unlabeled reviews per teacher call and commit (MPNet on 2 CPU cores: ~2 s)
 EXPLANATIONS = [*((model, SENTENCE) for model in MODELS), (WORD_LEVEL_MODEL, WORD)]
 
 
@@ -72,29 +91,141 @@ class ReadData(Step):
 
 
 class Train(Step):
-    """Trains one model on the training reviews; its folder carries the build's fingerprint."""
+    """Trains one model on the training reviews; its folder carries the model's fingerprint."""
 
     reads = ("training reviews",)
 
     def __init__(self, model: str):
         self.name = model
         self.writes = (f"models/{model}",)
+        self.kind = CLASSIFIERS.get(model)
+
+    @property
+    def groups(self) -> tuple[type[ConfigGroup], ...]:
+        """The settings groups the model is made from: its fingerprint."""
+        return (SplitConfig, self.kind.config_type)
 
     def up_to_date(self, build: Pipeline) -> bool:
-        return saved_fingerprint(model_dir(build.settings.models_dir, self.name)) == build.fingerprint
+        return saved_fingerprint(model_dir(build.settings.models_dir, self.name)) == build.fingerprint(self.groups)
 
-    def run(self, build: Pipeline) -> None:
+    def run(self, build: Pipeline) -> dict | None:
         directory = model_dir(build.settings.models_dir, self.name)
         if self.up_to_date(build):
-            log.info("%s already trained in %s.", DISPLAY_NAMES[self.name], directory)
-            return
-        kind = CLASSIFIERS[self.name]
+            log.info("%s already trained in %s.", DISPLAY_NAMES.get(self.name, self.name), directory)
+            return None
+        started = time.perf_counter()
+        config, facts = pretrained(build, self.config(build))
+        model, facts = self.train(build, config, facts)
+        model.save(directory, {"fingerprint": build.fingerprint(self.groups), **facts})
+        log.info("%s trained in %.0f s, saved to %s.", DISPLAY_NAMES.get(self.name, self.name),
+                 time.perf_counter() - started, directory)  # fmt: skip
+        return facts
+
+    def config(self, build: Pipeline) -> Seeded:
+        return build.settings.group(self.kind.config_type)
+
+    def train(self, build: Pipeline, config: Seeded, facts: dict) -> tuple[Classifier, dict]:
         _, texts, labels = build.training_set
-        config = build.settings.group(kind.config_type)
-        kind.train(texts, labels, config, build.device, build.progress).save(
-            directory, {"fingerprint": build.fingerprint}
+        model = self.kind.train(texts, labels, config, build.device, build.progress)
+        return model, {**facts, "labelled": len(texts), "seed": config.seed}
+
+
+class TrainTeacher(Train):
+    """The distill recipe's teacher: --teacher-model fine-tuned on the training reviews."""
+
+    reads = ("training reviews", "the teacher checkpoint")
+
+    def __init__(self):
+        super().__init__(TEACHER)
+        self.kind = BertClassifier
+
+    @property
+    def groups(self) -> tuple[type[ConfigGroup], ...]:
+        return (SplitConfig, BertConfig, RecipeConfig)
+
+    def config(self, build: Pipeline) -> BertConfig:
+        s = build.settings
+        return s.group(BertConfig).model_copy(
+            update={"base_model": s.teacher_model, "epochs": s.teacher_epochs, "learning_rate": s.teacher_learning_rate}
         )
-        log.info("%s trained on %d reviews, saved to %s.", DISPLAY_NAMES[self.name], len(texts), directory)
+
+
+class PseudoLabelling(Step):
+    """The teacher's probability of "positive" for a seeded sample of the archive's unlabeled
+    reviews, stored a chunk at a time, so a killed build labels only what it had not."""
+
+    name = "pseudo_label"
+    reads = ("unlabeled reviews of the archive", f"models/{TEACHER}")
+    writes = ("pseudo_labels",)
+
+    def prepare(self, build: Pipeline) -> None:
+        build.splits()
+
+    def run(self, build: Pipeline) -> dict:
+        s = build.settings
+        pool = build.splits().unlabeled
+        wanted = sample_unlabeled(pool, s.unlabeled, s.seed)
+        with session_scope(build.engine) as session:
+            done = set(session.scalars(select(PseudoLabel.source_key)))
+        todo = [r for r in wanted if r.key not in done]
+        log.info("Pseudo-labels: %d unlabeled reviews to label, %d already done.", len(todo), len(wanted) - len(todo))
+        if todo:
+            teacher = load_trained_bert(build, TEACHER)
+            bar = tqdm(total=len(todo), desc="Teacher labels", unit="review", disable=not build.progress)
+            for start in range(0, len(todo), PSEUDO_LABEL_CHUNK):
+                chunk = todo[start : start + PSEUDO_LABEL_CHUNK]
+                p_positive = teacher.predict_proba([r.text for r in chunk])[:, 1]
+                with session_scope(build.engine) as session:
+                    session.add_all(
+                        PseudoLabel(source_key=r.key, text=r.text, p_positive=float(p)) for r, p in zip(chunk, p_positive)
+                    )
+                bar.update(len(chunk))
+            bar.close()
+        return {"unlabeled_pool": len(pool), "unlabeled": len(wanted), "seed": s.seed, "labelled_by": TEACHER}
+
+
+class TrainStudent(Train):
+    """The distill recipe's served model: --base-model trained on the training reviews' gold
+    labels plus the teacher's probabilities for the unlabeled reviews."""
+
+    reads = ("training reviews", "pseudo_labels")
+
+    @property
+    def groups(self) -> tuple[type[ConfigGroup], ...]:
+        return (SplitConfig, BertConfig, RecipeConfig)
+
+    def config(self, build: Pipeline) -> BertConfig:
+        return build.settings.group(BertConfig).model_copy(update={"epochs": build.settings.student_epochs})
+
+    def train(self, build: Pipeline, config: BertConfig, facts: dict) -> tuple[Classifier, dict]:
+        _, texts, labels = build.training_set
+        with session_scope(build.engine) as session:
+            soft = session.execute(select(PseudoLabel.text, PseudoLabel.p_positive).order_by(PseudoLabel.source_key)).all()
+        targets = [float(label == POSITIVE) for label in labels] + [r.p_positive for r in soft]
+        model = BertClassifier.fit(
+            texts + [r.text for r in soft], targets, config, build.device, build.progress, desc="Distil into BERT"
+        )
+        facts = {**facts, "recipe": DISTILL, "labelled": len(texts), "teacher_labelled": len(soft),
+                 "teacher": TEACHER, "epochs": config.epochs, "seed": config.seed}  # fmt: skip
+        return model, facts
+
+
+def pretrained(build: Pipeline, config: Seeded) -> tuple[Seeded, dict]:
+    """``config`` pointing at where its pretrained checkpoint loads from (a model without one
+    is left as it is), and the facts of that checkpoint for the run record."""
+    name = getattr(config, "base_model", None)
+    if name is None:
+        return config, {}
+    checkpoint = build.checkpoint(name)
+    facts = {"base_model": name, "checkpoint_sha256": checkpoint.sha256} if checkpoint.sha256 else {"base_model": name}
+    return config.model_copy(update={"base_model": checkpoint.location}), facts
+
+
+def load_trained_bert(build: Pipeline, name: str) -> BertClassifier:
+    try:
+        return BertClassifier.load(model_dir(build.settings.models_dir, name), build.device)
+    except FileNotFoundError:
+        raise BuildError(f"No trained {name} model in {build.settings.models_dir}: run `textflix build`.") from None
 
 
 class Predict(Step):
@@ -160,7 +291,17 @@ class Evaluate(Step):
                         .where(Review.split == split, Review.source == IMDB, Prediction.model == name)
                     ).all()
                     metrics[name][split] = classification_report([r.label for r in rows], [r.p_positive for r in rows])
+        if build.settings.recipe == DISTILL:
+            metrics[TEACHER] = {EVAL: teacher_report(build)}
         build.update_run(metrics=metrics)
+
+
+def teacher_report(build: Pipeline) -> dict:
+    """The teacher's scores on the evaluation set: it is not served, so it has no predictions."""
+    with session_scope(build.engine) as session:
+        rows = session.execute(select(Review.text, Review.label).where(Review.split == EVAL)).all()
+    p_positive = load_trained_bert(build, TEACHER).predict_proba([r.text for r in rows])[:, 1]
+    return classification_report([r.label for r in rows], p_positive.tolist())
 
 
 class LearningCurve(Step):
@@ -191,7 +332,7 @@ class LearningCurve(Step):
                 if size == s.train_size:  # the model the build trained
                     curve[name].append(trained_at_build[name][EVAL]["accuracy"])
                 elif size < s.train_size or kind.fast_to_train:
-                    config = s.group(kind.config_type)
+                    config, _ = pretrained(build, s.group(kind.config_type))
                     model = kind.train([r.text for r in sample], [r.label for r in sample], config, build.device, False)
                     curve[name].append(accuracy(gold, model.predict_proba(texts)[:, 1]))
                 else:
@@ -207,7 +348,14 @@ def _accuracy_text(value: float | None) -> str:
     return "not trained" if value is None else f"{value:.3f}"
 
 
-STEPS: list[Step] = [ReadData(), *(Train(model) for model in MODELS), Predict(), Explain(), Evaluate(), LearningCurve()]
+def build_steps(recipe: str) -> list[Step]:
+    """The steps of a build with ``recipe`` (model.config.RecipeConfig), in order."""
+    if recipe == DISTILL:
+        others = [Train(model) for model in MODELS if model != STUDENT]
+        training = [*others, TrainTeacher(), PseudoLabelling(), TrainStudent(STUDENT)]
+    else:
+        training = [Train(model) for model in MODELS]
+    return [ReadData(), *training, Predict(), Explain(), Evaluate(), LearningCurve()]
 
 
 def sentence_rows(text: str) -> list[Sentence]:

@@ -13,7 +13,7 @@ import tarfile
 import urllib.request
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,8 +25,10 @@ from model.names import NEGATIVE, POSITIVE, SHORT_LABELS
 log = logging.getLogger("textflix")
 LABEL_OF = {short: label for label, short in SHORT_LABELS.items()}
 LABELLED_FOLDERS = [(split, polarity) for split in ("train", "test") for polarity in ("pos", "neg")]
-MEMBER = re.compile(r"^aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")
-URLS = re.compile(r"^aclImdb/(train|test)/urls_(pos|neg)\.txt$")
+LABELLED_OR_URLS = re.compile(
+    r"^aclImdb/(?:(train|test)/(pos|neg)/(\d+)_(\d+)\.txt|(train|test)/urls_(pos|neg)\.txt)$"
+)
+UNSUP = re.compile(r"^aclImdb/train/unsup/(\d+)_0\.txt$")
 TITLE_ID = re.compile(r"/title/(tt\d+)/")
 MOVIE_COLUMNS = [
     "tconst", "title", "year", "type", "genres", "runtime_min", "rated",
@@ -52,6 +54,12 @@ class RawReview:
         return len(self.text.split())
 
 
+@dataclass(frozen=True)
+class UnlabeledReview:
+    key: str  # "train/unsup/123_0"
+    text: str
+
+
 @dataclass
 class Splits:
     train: list[RawReview]
@@ -64,6 +72,7 @@ class Splits:
     train_pool: list[RawReview] = field(default_factory=list)
     archive: Path | None = None  # where they were read from, and how many reviews it held
     reviews_read: int = 0
+    unlabeled: list[UnlabeledReview] = field(default_factory=list)  # when asked for (read_splits)
 
     @property
     def title_ids_used(self) -> set[str]:
@@ -150,30 +159,51 @@ def locate_archive(sources: Sources, data_dir: Path) -> Path:
     return path
 
 
-def read_archive(path: Path) -> list[RawReview]:
-    """All labelled reviews of the archive, with their title ids."""
-    texts: dict[tuple[str, str], dict[int, tuple[int, str]]] = defaultdict(dict)
-    urls: dict[tuple[str, str], list[str]] = {}
+def _archive_files(path: Path, wanted: re.Pattern, desc: str) -> Iterator[tuple[re.Match, str]]:
+    """The members of the archive at ``path`` whose names match ``wanted``, with their text."""
     size = path.stat().st_size
     try:
         with (
             open(path, "rb") as raw,
-            tqdm.wrapattr(raw, "read", total=size, desc="Read IMDB", unit="B", unit_scale=True) as fileobj,
+            tqdm.wrapattr(raw, "read", total=size, desc=desc, unit="B", unit_scale=True) as fileobj,
             tarfile.open(fileobj=fileobj, mode="r:gz") as archive,
         ):
             for member in archive:
-                if not member.isfile():
-                    continue
-                if m := MEMBER.match(member.name):
-                    split, polarity, index, rating = m.groups()
-                    text = archive.extractfile(member).read().decode("utf-8")
-                    texts[split, polarity][int(index)] = (int(rating), clean_text(text))
-                elif m := URLS.match(member.name):
-                    lines = archive.extractfile(member).read().decode("utf-8").splitlines()
-                    urls[m.groups()] = lines
+                if member.isfile() and (m := wanted.match(member.name)):
+                    yield m, archive.extractfile(member).read().decode("utf-8")
     except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeDecodeError) as error:
         raise DataError(f"{path}: not a readable IMDB archive, it is truncated or corrupt ({error}).") from error
+
+
+def read_archive(path: Path) -> list[RawReview]:
+    """All labelled reviews of the archive, with their title ids."""
+    texts: dict[tuple[str, str], dict[int, tuple[int, str]]] = defaultdict(dict)
+    urls: dict[tuple[str, str], list[str]] = {}
+    for m, text in _archive_files(path, LABELLED_OR_URLS, "Read IMDB"):
+        split, polarity, index, rating, url_split, url_polarity = m.groups()
+        if url_split:
+            urls[url_split, url_polarity] = text.splitlines()
+        else:
+            texts[split, polarity][int(index)] = (int(rating), clean_text(text))
     return list(_attach_titles(path, texts, urls))
+
+
+def read_unlabeled(path: Path, labelled: Iterable[RawReview]) -> list[UnlabeledReview]:
+    """The unlabeled reviews of the archive (``train/unsup``) in key order, less any text that is
+    also a labelled review's (the archive has such copies): no test text is ever among them."""
+    known = {r.text for r in labelled}
+    found = []
+    for m, text in _archive_files(path, UNSUP, "Read unlabeled IMDB"):
+        if (text := clean_text(text)) not in known:
+            found.append(UnlabeledReview(key=f"train/unsup/{m.group(1)}_0", text=text))
+    if not found:
+        raise DataError(f"{path}: no reviews in aclImdb/train/unsup/, so nothing to label.")
+    return sorted(found, key=lambda r: int(r.key.split("/")[-1].split("_")[0]))
+
+
+def sample_unlabeled(unlabeled: list[UnlabeledReview], size: int, seed: int) -> list[UnlabeledReview]:
+    """A seeded sample of ``size`` unlabeled reviews (all of them if there are fewer)."""
+    return random.Random(seed).sample(unlabeled, min(size, len(unlabeled)))
 
 
 def _attach_titles(path, texts, urls) -> Iterable[RawReview]:
@@ -231,12 +261,15 @@ def make_splits(reviews: list[RawReview], config: SplitConfig) -> Splits:
     )
 
 
-def read_splits(sources: Sources, config: SplitConfig, data_dir: Path) -> Splits:
-    """The archive (downloaded into ``data_dir`` if need be) split as ``config`` says, with movie metadata."""
+def read_splits(sources: Sources, config: SplitConfig, data_dir: Path, unlabeled: bool = False) -> Splits:
+    """The archive (downloaded into ``data_dir`` if need be) split as ``config`` says, with movie
+    metadata, and its unlabeled reviews if ``unlabeled``."""
     archive = locate_archive(sources, data_dir)
     reviews = read_archive(archive)
     splits = make_splits(reviews, config)
     splits.archive, splits.reviews_read = archive, len(reviews)
+    if unlabeled:
+        splits.unlabeled = read_unlabeled(archive, reviews)
     splits.movies = read_movies(sources.movies, splits.title_ids_used) if sources.movies else {}
     return splits
 

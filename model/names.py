@@ -15,6 +15,9 @@ MODELS = (NBSVM, BERT)
 MAIN_MODEL = BERT  # the model the pages show when they show one
 DISPLAY_NAMES = {NBSVM: "NB-SVM", BERT: "BERT"}
 WORD_LEVEL_MODEL = NBSVM  # the model explained word by word too (the report compared both levels)
+# The distill recipe (model.config.RecipeConfig): a teacher, not shown on the site, labels
+# unlabeled reviews for the student, which is the model the site shows as BERT.
+TEACHER, STUDENT = "teacher", BERT
 
 # Review.split: the role a review plays. Reviews posted by users are shown with the
 # catalogue, so they take the catalogue split (and source "user").

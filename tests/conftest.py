@@ -19,6 +19,8 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 SHARED_ARCHIVE = SHARED_DATA / "aclImdb_v1.tar.gz"
 SHARED_MOVIES = SHARED_DATA / "movies.tsv"
 MEMBER = re.compile(r"^aclImdb/(train|test)/(pos|neg)/(\d+)_\d+\.txt$")
+UNSUP_MEMBER = re.compile(r"^aclImdb/train/unsup/(\d+)_0\.txt$")
+SUBSET_UNSUP = 200  # unlabeled reviews in real_subset_archive
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -61,13 +63,19 @@ def real_reviews():
 
 @pytest.fixture(scope="session")
 def real_subset_archive(tmp_path_factory) -> Path:
-    """An archive in the official layout holding the first 40 real reviews of each labelled folder."""
+    """An archive in the official layout holding the first 40 real reviews of each labelled folder
+    and the first SUBSET_UNSUP unlabeled ones."""
     needs_shared_data()
     files = {}
     with tarfile.open(SHARED_ARCHIVE, "r|gz") as archive:
         for member in archive:
             m = MEMBER.match(member.name)
-            keep = (m and int(m.group(3)) < 40) or re.search(r"/(train|test)/urls_(pos|neg)\.txt$", member.name)
+            u = UNSUP_MEMBER.match(member.name)
+            keep = (
+                (m and int(m.group(3)) < 40)
+                or (u and int(u.group(1)) < SUBSET_UNSUP)
+                or re.search(r"/(train|test)/urls_(pos|neg)\.txt$", member.name)
+            )
             if member.isfile() and keep:
                 files[member.name] = archive.extractfile(member).read().decode("utf-8")
     return write_archive(tmp_path_factory.mktemp("imdb") / "aclImdb_v1.tar.gz", files)

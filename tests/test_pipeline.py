@@ -173,10 +173,10 @@ def test_build_on_postgresql(tmp_path, real_subset_archive):
 def test_a_corrupt_model_is_named_with_what_to_do(tmp_path):
     from app.pipeline import BuildError, Pipeline
     from app.settings import Settings
-    from app.steps import STEPS
+    from app.steps import build_steps
 
     model_dir = tmp_path / "models" / "nbsvm"
     model_dir.mkdir(parents=True)
     (model_dir / "model.joblib").write_bytes(b"not a model")
     with pytest.raises(BuildError, match=r"The NB-SVM model in .*nbsvm cannot be loaded .*delete that folder"):
-        Pipeline(Settings(data_dir=tmp_path), STEPS).model("nbsvm")
+        Pipeline(Settings(data_dir=tmp_path), build_steps("plain")).model("nbsvm")

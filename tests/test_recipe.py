@@ -1,0 +1,107 @@
+"""The distill recipe: a teacher fine-tuned on the labelled reviews labels unlabeled ones,
+and the served BERT model learns from both."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+
+from model.config import MINILM
+from model.data import RawReview, read_unlabeled, sample_unlabeled
+from model.names import MODEL_META_FILE
+from tests.conftest import ROOT, SUBSET_UNSUP, write_archive
+
+UNLABELED = 120
+ARGS = [
+    "--recipe", "distill", "--teacher-model", MINILM, "--teacher-epochs", "1", "--student-epochs", "1",
+    "--unlabeled", str(UNLABELED), "--train-size", "24", "--titles", "1", "--eval-size", "20", "--epochs", "1",
+    "--lime-samples", "8", "--word-lime-samples", "10", "--faithfulness-draws", "2", "--learning-curve", "",
+]  # fmt: skip
+
+
+def rows(db, sql) -> list[tuple]:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(sql).fetchall()
+
+
+@pytest.fixture(scope="module")
+def archive_with_a_test_copy(real_subset_archive, tmp_path_factory):
+    """The subset archive plus an unlabeled review that is a copy of a test review (the real
+    archive has such copies): it must never be labelled."""
+    with tarfile.open(real_subset_archive) as archive:
+        files = {m.name: archive.extractfile(m).read().decode() for m in archive if m.isfile()}
+    test_text = files[next(name for name in sorted(files) if name.startswith("aclImdb/test/pos/"))]
+    files[f"aclImdb/train/unsup/{SUBSET_UNSUP}_0.txt"] = test_text
+    return write_archive(tmp_path_factory.mktemp("imdb-copy") / "aclImdb_v1.tar.gz", files), test_text
+
+
+def test_unlabeled_reviews_leave_out_copies_of_labelled_ones(tmp_path):
+    copy = "A copy of a test review.<br />It must not be labelled."
+    archive = write_archive(
+        tmp_path / "a.tar.gz",
+        {
+            "aclImdb/train/unsup/0_0.txt": "Unlabeled.<br />Fine.",
+            "aclImdb/train/unsup/1_0.txt": copy,
+            "aclImdb/train/unsup/10_0.txt": "Another one.",
+            "aclImdb/test/pos/0_9.txt": copy,
+            "aclImdb/train/pos/0_9.txt": "Labelled, not unlabeled.",
+        },
+    )
+    test_review = RawReview("test/pos/0_9", "test", "positive", 9, "tt0000001", "A copy of a test review.\nIt must not be labelled.")
+    unlabeled = read_unlabeled(archive, [test_review])
+    assert [(r.key, r.text) for r in unlabeled] == [("train/unsup/0_0", "Unlabeled.\nFine."), ("train/unsup/10_0", "Another one.")]
+    assert sample_unlabeled(unlabeled, 1, 7) == sample_unlabeled(unlabeled, 1, 7)
+    assert len(sample_unlabeled(unlabeled, 5, 7)) == 2
+
+
+def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, archive_with_a_test_copy):
+    archive, test_text = archive_with_a_test_copy
+    data = tmp_path / "data"
+    db = data / "textflix.db"
+    command = [sys.executable, "-m", "app.cli", "build", "--imdb", str(archive), "--data-dir", str(data), *ARGS]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and process.poll() is None:
+            if db.exists() and rows(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='pseudo_labels'")[0][0]:
+                if rows(db, "SELECT COUNT(*) FROM pseudo_labels")[0][0] >= 1:
+                    break
+            time.sleep(0.02)
+        assert process.poll() is None, "the build ended before it could be killed"
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    finally:
+        process.kill()
+    labelled_first = set(rows(db, "SELECT * FROM pseudo_labels"))
+    assert 0 < len(labelled_first) < UNLABELED, "killed while pseudo-labelling"
+
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "Step teacher: already done" in result.stderr  # not trained again
+    assert (
+        f"Pseudo-labels: {UNLABELED - len(labelled_first)} unlabeled reviews to label, "
+        f"{len(labelled_first)} already done." in result.stderr
+    )
+    labelled = set(rows(db, "SELECT * FROM pseudo_labels"))
+    assert labelled_first <= labelled and len(labelled) == UNLABELED
+    assert all(key.startswith("train/unsup/") and 0 <= p <= 1 for key, _, p in labelled)
+    texts = {text for _, text, _ in labelled}
+    assert not texts & {text for (text,) in rows(db, "SELECT text FROM reviews")}  # no labelled text, test or train
+    assert test_text.replace("<br />", "\n").strip() not in texts
+
+    record = json.loads(rows(db, "SELECT steps FROM runs")[0][0])
+    assert record["teacher"]["base_model"] == MINILM and record["teacher"]["labelled"] == 24
+    assert record["pseudo_label"]["unlabeled"] == UNLABELED and record["pseudo_label"]["unlabeled_pool"] == SUBSET_UNSUP
+    assert record["bert"]["recipe"] == "distill" and record["bert"]["teacher_labelled"] == UNLABELED
+    assert all(record[step]["seconds"] > 0 for step in ("teacher", "pseudo_label", "bert"))
+    metrics = json.loads(rows(db, "SELECT metrics FROM runs")[0][0])
+    assert metrics["teacher"]["eval"]["n"] == 20 and 0 <= metrics["bert"]["eval"]["accuracy"] <= 1
+    student = json.loads((data / "models" / "bert" / MODEL_META_FILE).read_text())
+    assert student["base_model"] == MINILM and student["epochs"] == 1
