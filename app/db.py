@@ -210,6 +210,8 @@ class Run(Base):
             "metrics": self.metrics or {},
             # in the order the steps finished, which is the pipeline's order
             "timings": {step: info.get("seconds") for step, info in (self.steps or {}).items()},
+            # what each step recorded besides its time: checkpoints, amounts, seeds, the temperature
+            "steps": self.steps or {},
         }
 
 

@@ -11,6 +11,8 @@ import random
 import time
 from collections.abc import Callable
 
+import numpy as np
+from sklearn.model_selection import StratifiedKFold
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from tqdm import tqdm
@@ -28,18 +30,18 @@ from app.db import (
 )
 from app.pipeline import BuildError, Pipeline, Step
 from model import explain
-from model.artifacts import saved_fingerprint
-from model.bert import BertClassifier
+from model.artifacts import read_meta, saved_fingerprint, update_meta
+from model.bert import TEMPERATURE, BertClassifier, gold_targets
 from model.config import DISTILL, BertConfig, ConfigGroup, LimeConfig, RecipeConfig, Seeded, SplitConfig, WordLimeConfig
 from model.data import balanced_sample, sample_unlabeled
-from model.metrics import accuracy, classification_report
+from model.metrics import accuracy, classification_report, fit_temperature, tempered_p_positive
 from model.names import (
     CATALOGUE,
     DISPLAY_NAMES,
     EVAL,
     IMDB,
+    MAIN_MODEL,
     MODELS,
-    POSITIVE,
     SENTENCE,
     STUDENT,
     TEACHER,
@@ -53,6 +55,7 @@ from model.trained import CLASSIFIERS, Classifier, model_dir
 
 log = logging.getLogger("textflix")
 PREDICT_CHUNK = 256  # reviews per model call and commit in the predict step
+CALIBRATION_DIR = "calibration"  # in the data directory: each fold's held-out scores
 PSEUDO_LABEL_CHUNK = 16  # unlabeled reviews per teacher call and commit (MPNet on 2 CPU cores: ~2 s)
 EXPLANATIONS = [*((model, SENTENCE) for model in MODELS), (WORD_LEVEL_MODEL, WORD)]
 
@@ -115,7 +118,9 @@ class Train(Step):
             return None
         started = time.perf_counter()
         config, facts = pretrained(build, self.config(build))
-        model, facts = self.train(build, config, facts)
+        _, texts, labels = build.training_set
+        model = self.fit(build, config, texts, labels, build.progress)
+        facts = {**facts, "labelled": len(texts), "seed": config.seed, **self.facts(build, config)}
         model.save(directory, {"fingerprint": build.fingerprint(self.groups), **facts})
         log.info("%s trained in %.0f s, saved to %s.", DISPLAY_NAMES.get(self.name, self.name),
                  time.perf_counter() - started, directory)  # fmt: skip
@@ -124,10 +129,13 @@ class Train(Step):
     def config(self, build: Pipeline) -> Seeded:
         return build.settings.group(self.kind.config_type)
 
-    def train(self, build: Pipeline, config: Seeded, facts: dict) -> tuple[Classifier, dict]:
-        _, texts, labels = build.training_set
-        model = self.kind.train(texts, labels, config, build.device, build.progress)
-        return model, {**facts, "labelled": len(texts), "seed": config.seed}
+    def fit(self, build: Pipeline, config: Seeded, texts: list[str], labels: list[str], progress: bool) -> Classifier:
+        """The model trained on these labelled ``texts`` (all the training reviews, or a fold of them)."""
+        return self.kind.train(texts, labels, config, build.device, progress)
+
+    def facts(self, build: Pipeline, config: Seeded) -> dict:
+        """What the run record and the model's folder say about this training, besides its checkpoint."""
+        return {}
 
 
 class TrainTeacher(Train):
@@ -148,6 +156,9 @@ class TrainTeacher(Train):
         return s.group(BertConfig).model_copy(
             update={"base_model": s.teacher_model, "epochs": s.teacher_epochs, "learning_rate": s.teacher_learning_rate}
         )
+
+    def fit(self, build: Pipeline, config: BertConfig, texts: list[str], labels: list[str], progress: bool) -> Classifier:
+        return BertClassifier.train(texts, labels, config, build.device, progress, desc="Fine-tune teacher")
 
 
 class PseudoLabelling(Step):
@@ -197,17 +208,73 @@ class TrainStudent(Train):
     def config(self, build: Pipeline) -> BertConfig:
         return build.settings.group(BertConfig).model_copy(update={"epochs": build.settings.student_epochs})
 
-    def train(self, build: Pipeline, config: BertConfig, facts: dict) -> tuple[Classifier, dict]:
-        _, texts, labels = build.training_set
-        with session_scope(build.engine) as session:
-            soft = session.execute(select(PseudoLabel.text, PseudoLabel.p_positive).order_by(PseudoLabel.source_key)).all()
-        targets = [float(label == POSITIVE) for label in labels] + [r.p_positive for r in soft]
-        model = BertClassifier.fit(
-            texts + [r.text for r in soft], targets, config, build.device, build.progress, desc="Distil into BERT"
+    def fit(self, build: Pipeline, config: BertConfig, texts: list[str], labels: list[str], progress: bool) -> Classifier:
+        soft = self.pseudo_labels(build)
+        targets = gold_targets(labels) + [r.p_positive for r in soft]
+        return BertClassifier.fit(
+            texts + [r.text for r in soft], targets, config, build.device, progress, desc="Distil into BERT"
         )
-        facts = {**facts, "recipe": DISTILL, "labelled": len(texts), "teacher_labelled": len(soft),
-                 "teacher": TEACHER, "epochs": config.epochs, "seed": config.seed}  # fmt: skip
-        return model, facts
+
+    def facts(self, build: Pipeline, config: BertConfig) -> dict:
+        return {"recipe": DISTILL, "teacher": TEACHER, "teacher_labelled": len(self.pseudo_labels(build)),
+                "epochs": config.epochs}  # fmt: skip
+
+    @staticmethod
+    def pseudo_labels(build: Pipeline) -> list:
+        with session_scope(build.engine) as session:
+            return session.execute(select(PseudoLabel.text, PseudoLabel.p_positive).order_by(PseudoLabel.source_key)).all()
+
+
+class Calibrate(Step):
+    """Temperature scaling of the served BERT model: the training reviews split into
+    --calibration-folds folds, the model trained again on all folds but one and scored on
+    that one, and the temperature fitted to those held-out scores (no test text is used).
+    Each fold's scores are kept, so a killed build redoes at most one fold."""
+
+    name = "calibrate"
+    reads = ("training reviews", "pseudo_labels")
+
+    def __init__(self, trainer: Train):
+        self.trainer = trainer
+        self.writes = (f"models/{trainer.name}: temperature",)
+
+    def up_to_date(self, build: Pipeline) -> bool:
+        try:
+            return TEMPERATURE in read_meta(model_dir(build.settings.models_dir, self.trainer.name))
+        except FileNotFoundError:
+            return False
+
+    def run(self, build: Pipeline) -> dict:
+        folds = build.settings.calibration_folds
+        directory = model_dir(build.settings.models_dir, self.trainer.name)
+        if folds < 2:
+            update_meta(directory, {TEMPERATURE: 1.0})
+            return {"folds": 0, TEMPERATURE: 1.0}
+        _, texts, labels = build.training_set
+        scores = self.held_out_scores(build, texts, labels, folds)
+        temperature = fit_temperature(scores, labels)
+        update_meta(directory, {TEMPERATURE: temperature})
+        raw, calibrated = (classification_report(labels, tempered_p_positive(scores, t)) for t in (1.0, temperature))
+        log.info("Calibration: temperature %.2f; on held-out folds of the training reviews ECE %.3f before, %.3f after.",
+                 temperature, raw["ece"], calibrated["ece"])  # fmt: skip
+        return {"folds": folds, TEMPERATURE: temperature, "held_out_accuracy": raw["accuracy"],
+                "held_out_ece": raw["ece"], "held_out_ece_calibrated": calibrated["ece"]}  # fmt: skip
+
+    def held_out_scores(self, build: Pipeline, texts: list[str], labels: list[str], folds: int) -> np.ndarray:
+        """Each training review's raw scores from the model trained without its fold."""
+        config, _ = pretrained(build, self.trainer.config(build))
+        kept = build.settings.data_dir / CALIBRATION_DIR / build.fingerprint(self.trainer.groups)
+        kept.mkdir(parents=True, exist_ok=True)
+        scores = np.empty((len(texts), 2))
+        splits = StratifiedKFold(folds, shuffle=True, random_state=config.seed).split(texts, labels)
+        for fold, (fit, held) in enumerate(tqdm(list(splits), desc="Calibrate", unit="fold", disable=not build.progress)):
+            path = kept / f"fold-{fold + 1}-of-{folds}.npy"
+            if not path.is_file():
+                model = self.trainer.fit(build, config, [texts[i] for i in fit], [labels[i] for i in fit], False)
+                np.save(path.with_suffix(".part.npy"), model.logits([texts[i] for i in held]))
+                path.with_suffix(".part.npy").replace(path)
+            scores[held] = np.load(path)
+        return scores
 
 
 def pretrained(build: Pipeline, config: Seeded) -> tuple[Seeded, dict]:
@@ -352,10 +419,12 @@ def build_steps(recipe: str) -> list[Step]:
     """The steps of a build with ``recipe`` (model.config.RecipeConfig), in order."""
     if recipe == DISTILL:
         others = [Train(model) for model in MODELS if model != STUDENT]
-        training = [*others, TrainTeacher(), PseudoLabelling(), TrainStudent(STUDENT)]
+        served = TrainStudent(STUDENT)
+        training = [*others, TrainTeacher(), PseudoLabelling(), served]
     else:
         training = [Train(model) for model in MODELS]
-    return [ReadData(), *training, Predict(), Explain(), Evaluate(), LearningCurve()]
+        served = training[MODELS.index(MAIN_MODEL)]
+    return [ReadData(), *training, Calibrate(served), Predict(), Explain(), Evaluate(), LearningCurve()]
 
 
 def sentence_rows(text: str) -> list[Sentence]:

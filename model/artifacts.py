@@ -40,3 +40,11 @@ def saved_fingerprint(directory: Path) -> str | None:
         return read_meta(directory).get("fingerprint")
     except (FileNotFoundError, ValueError):
         return None
+
+
+def update_meta(directory: Path, facts: dict) -> None:
+    """Add ``facts`` to the facts file of a model folder, replacing it whole."""
+    path = directory / MODEL_META_FILE
+    partial = path.with_name(path.name + ".part")
+    partial.write_text(json.dumps({**read_meta(directory), **facts}, indent=2))
+    partial.replace(path)

@@ -33,6 +33,7 @@ WEIGHT_DECAY = 0.01
 STLR_CUT_FRAC = 0.1  # share of the steps spent warming up (Howard & Ruder's cut_frac)
 STLR_RATIO = 32.0  # peak learning rate / lowest learning rate
 MEAN_POOLED_HEAD_FILE = "mean_pooled_head.safetensors"
+TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
 log = logging.getLogger("textflix")
 
 
@@ -172,6 +173,11 @@ def _optimizer(groups: list[list[torch.nn.Parameter]], config: BertConfig, total
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
+def gold_targets(labels: Sequence[str]) -> list[float]:
+    """Gold labels as training targets: the probability of "positive", 1 or 0."""
+    return [float(label == POSITIVE) for label in labels]
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -185,7 +191,15 @@ class BertClassifier:
     config_type: ClassVar[type[BertConfig]] = BertConfig
     fast_to_train: ClassVar[bool] = False  # see model.trained.Classifier
 
-    def __init__(self, model, tokenizer, device: torch.device, config: BertConfig, max_tokens: int | None = None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        device: torch.device,
+        config: BertConfig,
+        max_tokens: int | None = None,
+        temperature: float = 1.0,
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
@@ -194,6 +208,9 @@ class BertClassifier:
         # Padded tokens per forward pass: small on CPU, where small batches ran fastest
         # (scripts/bench_lime.py), large on CUDA.
         self.max_tokens = max_tokens or (65536 if device.type == "cuda" else 2048)
+        # Scores are divided by it before the softmax (temperature scaling, Guo et al. 2017);
+        # app.steps.Calibrate fits it on held-out folds of the training reviews.
+        self.temperature = temperature
 
     @classmethod
     def pretrained(cls, config: BertConfig, device: torch.device) -> "BertClassifier":
@@ -219,9 +236,10 @@ class BertClassifier:
         config: BertConfig,
         device: torch.device,
         progress: bool = True,
+        desc: str = "Fine-tune BERT",
     ) -> "BertClassifier":
         """Fine-tune ``config.base_model`` on labelled texts; returns the trained classifier."""
-        return cls.fit(texts, [float(label == POSITIVE) for label in labels], config, device, progress)
+        return cls.fit(texts, gold_targets(labels), config, device, progress, desc)
 
     @classmethod
     def fit(
@@ -276,8 +294,8 @@ class BertClassifier:
         return classifier
 
     @torch.inference_mode()
-    def predict_proba(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
-        """Class probabilities (negative, positive), one row per text.
+    def logits(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
+        """The classifier's raw scores (negative, positive), one row per text.
 
         Texts are sorted by length and packed into batches of at most ``max_tokens``
         (default: the classifier's own) padded tokens, so short texts do not pay for long ones.
@@ -285,7 +303,7 @@ class BertClassifier:
         max_tokens = max_tokens or self.max_tokens
         ids = self.encoder.ids(list(texts))
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        probs = np.empty((len(ids), 2), dtype=np.float32)
+        scores = np.empty((len(ids), 2), dtype=np.float32)
         start = 0
         while start < len(order):
             end = start + 1
@@ -294,10 +312,14 @@ class BertClassifier:
             batch = order[start:end]
             inputs = self.encoder.pad([ids[i] for i in batch], self.device)
             with autocast(self.device):
-                logits = self.model(**inputs).logits
-            probs[batch] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+                scores[batch] = self.model(**inputs).logits.float().cpu().numpy()
             start = end
-        return probs
+        return scores
+
+    def predict_proba(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
+        """Class probabilities (negative, positive), one row per text, at the calibrated temperature."""
+        scores = torch.from_numpy(self.logits(texts, max_tokens)) / self.temperature
+        return torch.softmax(scores, dim=-1).numpy()
 
     def save(self, directory: Path, meta: dict | None = None) -> None:
         """Write model, tokenizer and config (plus ``meta`` facts) to ``directory`` atomically."""
@@ -307,6 +329,8 @@ class BertClassifier:
 
     @classmethod
     def load(cls, directory: Path, device: torch.device, max_tokens: int | None = None) -> "BertClassifier":
-        config = BertConfig.model_validate(read_meta(directory, DISPLAY_NAMES[cls.key]))
+        meta = read_meta(directory, DISPLAY_NAMES[cls.key])
+        config = BertConfig.model_validate(meta)
         tokenizer = AutoTokenizer.from_pretrained(directory)
-        return cls(sequence_classifier(directory, config.pooling).to(device), tokenizer, device, config, max_tokens)
+        model = sequence_classifier(directory, config.pooling).to(device)
+        return cls(model, tokenizer, device, config, max_tokens, meta.get(TEMPERATURE, 1.0))

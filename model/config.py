@@ -132,6 +132,10 @@ class RecipeConfig(Seeded):
         4000, ge=0, description="Unlabeled reviews (a seeded sample of train/unsup) the teacher labels."
     )
     student_epochs: int = Field(2, ge=1, description="Epochs of the served model over labelled plus teacher-labelled reviews.")
+    calibration_folds: int = Field(
+        5, ge=0, description="Folds of the training reviews the served BERT's temperature is fitted on "
+        "(the model is trained once more per fold); 0 or 1: no calibration."
+    )  # fmt: skip
 
 
 class LimeConfig(Seeded):

@@ -1,6 +1,8 @@
 """Classification metrics for the run record: accuracy, F1, confusion, calibration."""
 
 import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import expit, log_expit
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
 
@@ -47,3 +49,21 @@ def classification_report(gold_labels: list[str], p_positive: list[float], bins:
             "count": [int(c) for c in counts if c],
         },
     }
+
+
+def fit_temperature(scores: np.ndarray, gold_labels: list[str]) -> float:
+    """The temperature T that makes softmax(scores / T) fit the gold labels best (least
+    negative log-likelihood): temperature scaling, Guo et al. 2017. ``scores`` are raw
+    two-class scores (negative, positive), one row per text, from texts the model never saw."""
+    margin = np.asarray(scores, dtype=float) @ np.array([-1.0, 1.0])  # log-odds of positive at T = 1
+    sign = np.where(np.array([label == POSITIVE for label in gold_labels]), 1.0, -1.0)
+
+    def nll(log_t: float) -> float:
+        return -float(np.mean(log_expit(sign * margin / np.exp(log_t))))
+
+    return float(np.exp(minimize_scalar(nll, bounds=(-4.0, 4.0), method="bounded").x))
+
+
+def tempered_p_positive(scores: np.ndarray, temperature: float) -> np.ndarray:
+    """Probability of positive from raw two-class scores at ``temperature``."""
+    return expit((np.asarray(scores, dtype=float) @ np.array([-1.0, 1.0])) / temperature)

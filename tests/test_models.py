@@ -9,7 +9,7 @@ import torch
 from model.bert import BertClassifier, _stlr, head_and_tail, resolve_device
 from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.explain import explain_sentences, explain_words
-from model.metrics import classification_report, expected_calibration_error
+from model.metrics import classification_report, expected_calibration_error, fit_temperature, tempered_p_positive
 from model.nbsvm import NbsvmClassifier, stemmed_tokens
 from model.sentences import split_sentences
 
@@ -153,3 +153,15 @@ def test_metrics():
     assert perfect == 0.0
 
 
+
+
+def test_temperature_scaling_recovers_the_temperature_that_made_the_labels():
+    rng = np.random.default_rng(0)
+    margin = rng.normal(0, 6, 4000)  # an over-confident model's log-odds
+    gold = ["positive" if u < p else "negative" for u, p in zip(rng.random(4000), 1 / (1 + np.exp(-margin / 3.0)))]
+    scores = np.stack([np.zeros_like(margin), margin], axis=1)
+    temperature = fit_temperature(scores, gold)
+    assert 2.7 < temperature < 3.3
+    raw = expected_calibration_error(np.array([g == "positive" for g in gold]), tempered_p_positive(scores, 1.0))
+    fitted = expected_calibration_error(np.array([g == "positive" for g in gold]), tempered_p_positive(scores, temperature))
+    assert fitted < 0.03 < raw

@@ -15,7 +15,7 @@ from tests.conftest import ROOT, SHARED_ARCHIVE, SHARED_MOVIES, empty_postgresql
 
 SMALL = [
     "--train-size", "24", "--titles", "2", "--eval-size", "30", "--epochs", "1",
-    "--max-length", "96", "--lime-samples", "8", "--word-lime-samples", "20", "--learning-curve", "12,24,48",
+    "--max-length", "96", "--calibration-folds", "2", "--lime-samples", "8", "--word-lime-samples", "20", "--learning-curve", "12,24,48",
 ]  # fmt: skip
 TABLES = ["movies", "reviews", "predictions", "sentences", "sentence_weights", "word_weights", "explanations", "runs"]
 
@@ -55,7 +55,11 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys):
             assert 0 <= metrics["accuracy"] <= 1 and 0 <= metrics["ece"] <= 1
             assert sum(map(sum, metrics["confusion"])) == metrics["n"]
     assert record["metrics"]["bert"]["eval"]["n"] == 30
-    assert set(record["timings"]) == {"data", "nbsvm", "bert", "predict", "explain", "evaluate", "curve"}
+    assert set(record["timings"]) == {"data", "nbsvm", "bert", "calibrate", "predict", "explain", "evaluate", "curve"}
+    calibration = record["steps"]["calibrate"]
+    assert calibration["folds"] == 2 and calibration["temperature"] > 0
+    assert json.loads((tmp_path / "data" / "models" / "bert" / "textflix.json").read_text())["temperature"] == \
+        calibration["temperature"]
     curve = record["metrics"]["learning_curve"]
     assert curve["sizes"] == [12, 24, 48]
     assert all(0 <= a <= 1 for a in curve["nbsvm"])
