@@ -16,12 +16,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from model.config import (
     BertConfig,
+    CalibrationConfig,
     ConfigGroup,
     LimeConfig,
     NbsvmConfig,
     RecipeConfig,
     Sources,
     SplitConfig,
+    TeacherConfig,
     WordLimeConfig,
 )
 
@@ -132,7 +134,9 @@ class Settings(
     SplitConfig,
     NbsvmConfig,
     BertConfig,
+    TeacherConfig,
     RecipeConfig,
+    CalibrationConfig,
     LimeConfig,
     WordLimeConfig,
     CurveConfig,

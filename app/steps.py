@@ -32,7 +32,17 @@ from app.pipeline import BuildError, Pipeline, Step
 from model import explain
 from model.artifacts import read_meta, saved_fingerprint, update_meta
 from model.bert import TEMPERATURE, BertClassifier, gold_targets
-from model.config import DISTILL, BertConfig, ConfigGroup, LimeConfig, RecipeConfig, Seeded, SplitConfig, WordLimeConfig
+from model.config import (
+    DISTILL,
+    BertConfig,
+    ConfigGroup,
+    LimeConfig,
+    RecipeConfig,
+    Seeded,
+    SplitConfig,
+    TeacherConfig,
+    WordLimeConfig,
+)
 from model.data import balanced_sample, sample_unlabeled
 from model.metrics import accuracy, classification_report, fit_temperature, tempered_p_positive
 from model.names import (
@@ -149,7 +159,7 @@ class TrainTeacher(Train):
 
     @property
     def groups(self) -> tuple[type[ConfigGroup], ...]:
-        return (SplitConfig, BertConfig, RecipeConfig)
+        return (SplitConfig, BertConfig, TeacherConfig)
 
     def config(self, build: Pipeline) -> BertConfig:
         s = build.settings
@@ -203,7 +213,7 @@ class TrainStudent(Train):
 
     @property
     def groups(self) -> tuple[type[ConfigGroup], ...]:
-        return (SplitConfig, BertConfig, RecipeConfig)
+        return (SplitConfig, BertConfig, TeacherConfig, RecipeConfig)
 
     def config(self, build: Pipeline) -> BertConfig:
         return build.settings.group(BertConfig).model_copy(update={"epochs": build.settings.student_epochs})

