@@ -16,8 +16,8 @@ from pydantic import ValidationError
 from app.db import display_url
 from app.export import WRITERS
 from app.settings import ApiLimits, Compute, Server, Settings, Storage
-from model.config import ConfigGroup, LimeConfig, Sources
-from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, MODELS, TRAIN
+from model.config import DISTILL, ConfigGroup, LimeConfig, Sources
+from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, MAIN_MODEL, MODELS, TEACHER, TRAIN
 
 FLAG_NAMES = {"database_url": "--database"}
 # Each command takes the flags of these groups; "build" also takes every group that shapes the build.
@@ -198,19 +198,32 @@ def quiet_transformers() -> None:
     transformers.logging.disable_progress_bar()
 
 
+def recipe_line(record: dict) -> str:
+    """How the served BERT was made, in a few words."""
+    steps = record.get("steps", {})
+    student, teacher = steps.get(MAIN_MODEL, {}), steps.get(TEACHER, {})
+    if student.get("recipe") == DISTILL:
+        made = (f"recipe distill: {student['labelled']:,} labels plus {student['teacher_labelled']:,} unlabeled "
+                f"reviews labelled by the teacher {teacher.get('base_model', '')}")  # fmt: skip
+    else:
+        made = "recipe plain (stronger, from the same labels: --recipe distill, see README)"
+    temperature = steps.get("calibrate", {}).get("temperature")
+    return made + (f", temperature {temperature:.2f}" if temperature else "")
+
+
 def summary(record: dict, settings: Settings) -> str:
     """One screen: what was built, how well each model does, how long each step took."""
     counts = record["counts"]
     lines = [
         f"Textflix run {record['run_id']} ({record['status']}) in {display_url(settings.database)}",
-        f"  base model {record['base_model']}, seed {record['seed']}",
+        f"  base model {record['base_model']}, seed {record['seed']}, {recipe_line(record)}",
         f"  {counts.get(TRAIN, 0):,} training reviews · {counts.get(CATALOGUE, 0):,} catalogue "
         f"reviews of {counts.get('titles', 0)} titles · {counts.get(EVAL, 0):,} evaluation reviews",
         "",
         f"  {'model':8} {'set':10} {'accuracy':>8} {'F1':>6} {'ECE':>6}",
     ]
     metrics = record["metrics"]
-    for model in MODELS:
+    for model in (*MODELS, TEACHER):
         for split, m in metrics.get(model, {}).items():
             lines.append(
                 f"  {model:8} {split:10} {m['accuracy']:8.3f} {m['f1']:6.3f} {m['ece']:6.3f}"
