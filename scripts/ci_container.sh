@@ -29,6 +29,7 @@ SHARED=${TEXTFLIX_SHARED_DATA:-$ROOT/../shared/data}
 
 step() { printf '\n== [%3ds] %s\n' "$SECONDS" "$*"; }
 fail() { printf '\ncontainer check FAILED: %s\n' "$*" >&2; exit 1; }
+trap 'printf "\ncontainer check FAILED: line %s: %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
 
 # --- 1. tools ------------------------------------------------------------------------------
 step "tools: podman, buildah, debootstrap"
@@ -37,12 +38,11 @@ if ! command -v podman >/dev/null || ! command -v buildah >/dev/null || ! comman
     apt-get update -qq
     apt-get install -y -qq podman buildah debootstrap >/dev/null
 fi
-buildah --version
-
 mkdir -p "$CACHE"
 # Without this, every container asks for an RLIMIT_NOFILE that these machines refuse.
 printf '[containers]\ndefault_ulimits = []\n' >"$CACHE/containers.conf"
 export CONTAINERS_CONF=$CACHE/containers.conf BUILDAH_ISOLATION=chroot
+buildah --version
 
 for file in aclImdb_v1.tar.gz movies.tsv; do
     [ -r "$SHARED/$file" ] || fail "$SHARED/$file is missing (set TEXTFLIX_SHARED_DATA)"
@@ -196,14 +196,14 @@ token=ci-$(python3 -c 'import secrets; print(secrets.token_hex(16))')
 data=$CACHE/data.$$
 mkdir "$data"
 chown "$uid" "$data"
-# The tiny profile: 2 titles (reviews of at most 100 words), 24 training and 30 evaluation reviews,
+# The tiny profile: 2 titles (14 reviews of at most 60 words), 24 training and 30 evaluation reviews,
 # one epoch, few LIME samples.
 buildah config \
     --env HF_HUB_OFFLINE=1 \
     --env TEXTFLIX_IMDB=/srv/imdb/aclImdb_v1.tar.gz --env TEXTFLIX_MOVIES=/srv/imdb/movies.tsv \
     --env TEXTFLIX_TITLES=2 --env TEXTFLIX_TRAIN_SIZE=24 --env TEXTFLIX_EVAL_SIZE=30 \
     --env TEXTFLIX_EPOCHS=1 --env TEXTFLIX_MAX_LENGTH=96 --env TEXTFLIX_LEARNING_CURVE="[]" \
-    --env TEXTFLIX_MAX_WORDS=100 --env TEXTFLIX_LIME_SAMPLES=8 --env TEXTFLIX_WORD_LIME_SAMPLES=20 \
+    --env TEXTFLIX_MAX_WORDS=60 --env TEXTFLIX_LIME_SAMPLES=8 --env TEXTFLIX_WORD_LIME_SAMPLES=20 \
     --env TEXTFLIX_FAITHFULNESS_DRAWS=1 \
     --env TEXTFLIX_HOST=127.0.0.1 --env TEXTFLIX_PORT="$port" \
     "$ctr"
