@@ -10,19 +10,27 @@
 #   PIP_CERT       a CA bundle for pip, when the build's network needs one (mount it too)
 ARG BASE_IMAGE=python:3.11-slim
 
-# --- build: a virtual environment in /opt/venv with torch and the project --------------------
-FROM ${BASE_IMAGE} AS build
+FROM ${BASE_IMAGE}
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 ARG TORCH_WHEELS=
 ARG TORCH_VERSION=2.13.0
 ARG PIP_CERT
-ENV PIP_NO_CACHE_DIR=1 \
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore \
     PIP_PROGRESS_BAR=off \
-    PATH=/opt/venv/bin:$PATH
+    HF_HUB_OFFLINE=1 \
+    TEXTFLIX_HOST=0.0.0.0 \
+    TEXTFLIX_PORT=8000 \
+    TEXTFLIX_DATA_DIR=/app/data
 
-RUN python3 -m venv --upgrade-deps /opt/venv
+# One stage: nothing is compiled and no system package is installed, so there are no build
+# tools to leave behind, and pip keeps no cache (PIP_NO_CACHE_DIR).
+RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin textflix \
+    && python3 -m venv --upgrade-deps /opt/venv
 # torch first, from its own index: nothing after it pulls a second (CUDA) build. Its C++ headers
 # and test programs are for building extensions, which this image does not do.
 RUN pip install "torch==${TORCH_VERSION}" \
@@ -37,28 +45,13 @@ RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))
 COPY README.md ./
 COPY app app
 COPY model model
-# Editable: the site finds templates/ and static/ beside the app package, in /app.
-RUN pip install --no-deps -e . \
-    && python -c "import torch, transformers, app.main; print('torch', torch.__version__)"
-
-# --- runtime: the venv and the source, no pip cache, no build leftovers, not root --------------
-FROM ${BASE_IMAGE}
-ENV PATH=/opt/venv/bin:$PATH \
-    PYTHONUNBUFFERED=1 \
-    PYTHONDONTWRITEBYTECODE=1 \
-    HF_HUB_OFFLINE=1 \
-    TEXTFLIX_HOST=0.0.0.0 \
-    TEXTFLIX_PORT=8000 \
-    TEXTFLIX_DATA_DIR=/app/data
-
-RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin textflix
-COPY --from=build /opt/venv /opt/venv
-WORKDIR /app
-COPY app app
-COPY model model
 COPY templates templates
 COPY static static
-RUN mkdir data && chown textflix:textflix data
+# Editable: the site finds templates/ and static/ beside the app package, in /app.
+RUN pip install --no-deps -e . && rm -rf textflix.egg-info build \
+    && python -m compileall -q app model \
+    && python -c "import torch, app.main; print('torch', torch.__version__)" \
+    && mkdir data && chown textflix:textflix data
 
 USER textflix
 # Downloads, trained models and the SQLite database; keep it across containers.
