@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, aliased
 
 from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, latest_run
 from app.view import View
+from model.curve import LEARNING_CURVE
 from model.names import (
     CATALOGUE,
     DISPLAY_NAMES,
@@ -547,6 +548,7 @@ def about(session: Session) -> dict:
     ]
     page["timings"] = [{"step": step, "seconds": seconds} for step, seconds in record["timings"].items()]
     page["total_seconds"] = sum(seconds or 0.0 for seconds in record["timings"].values())
-    page["learning_curve"] = metrics.get("learning_curve")
+    page["learning_curve"] = metrics.get(LEARNING_CURVE)
     page["explanation_quality"] = explanation_quality(session)
     return page
+

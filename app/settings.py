@@ -51,9 +51,12 @@ class CurveConfig(ConfigGroup):
     shapes_build = True
 
     learning_curve: list[int] = Field(
-        [100, 200, 500, 1000, 2000, 5000, 10000],
-        description="Training-set sizes of the learning curve, comma-separated; BERT is "
-        "also trained at the sizes below --train-size. Empty: no curve.",
+        [100, 200, 500, 1000, 2000, 5000],
+        description="Training-set sizes of the learning curve, comma-separated; BERT is trained at the "
+        "sizes up to --train-size, and above it only on CUDA. Empty: no curve.",
+    )
+    curve_seeds: int = Field(
+        3, ge=1, description="Seeds per point of the learning curve (each draws its own sample and training run)."
     )
 
     @field_validator("learning_curve", mode="before")

@@ -262,6 +262,7 @@ def test_review_disagreements_about_and_analyze(page, web_facts):
     assert trust.locator(".least-faithful a").count() == 2 * 5
     shot(page, "about")
     shot_of(trust, "about-trust")
+    shot_of(page.locator("section[aria-labelledby=curve-h]"), "about-curve")
 
     page.goto("/analyze")
     shot(page, "analyze-form")
