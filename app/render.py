@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 from markupsafe import Markup, escape
 
+from model.config import DISTILL
 from model.curve import point_text
-from model.names import DISPLAY_NAMES, MODELS, NBSVM, NEGATIVE, POSITIVE, WORD_LEVEL_MODEL, short_label
+from model.names import DISPLAY_NAMES, MODELS, NBSVM, NEGATIVE, POSITIVE, TEACHER, WORD_LEVEL_MODEL, short_label
 from model.quality import FULL_COLOUR_WEIGHT, LOG_ODDS
 
 MIN_ALPHA = 0.04  # weaker highlights are not drawn
@@ -182,11 +183,18 @@ def _lines(model: str, points: list[tuple[float, float] | None]) -> list[str]:
     return out
 
 
-def _marker(model: str, x: float, y: float) -> str:
-    """A point's symbol: squares for the baseline, circles for BERT."""
-    if model == NBSVM:
-        return f'<rect class="marker m-{model}" x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7"/>'
-    return f'<circle class="marker m-{model}" cx="{x:.1f}" cy="{y:.1f}" r="4"/>'
+def _marker(kind: str, x: float, y: float) -> str:
+    """A point's symbol: squares for the baseline, circles for BERT; diamonds for a distilled
+    model and triangles for its teacher (``queries.distill_markers``)."""
+    if kind == NBSVM:
+        return f'<rect class="marker m-{kind}" x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7"/>'
+    if kind == DISTILL:
+        corners = ((x, y - 5.5), (x + 5.5, y), (x, y + 5.5), (x - 5.5, y))
+    elif kind == TEACHER:
+        corners = ((x, y - 5.5), (x + 5, y + 4), (x - 5, y + 4))
+    else:
+        return f'<circle class="marker m-{kind}" cx="{x:.1f}" cy="{y:.1f}" r="4"/>'
+    return f'<polygon class="marker m-{kind}" points="{" ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in corners)}"/>'
 
 
 def _series(model: str, points: list[tuple[float, float] | None]) -> list[str]:
@@ -249,13 +257,15 @@ def calibration_svg(chart_id: str, curves: dict[str, dict], set_name: str) -> Ma
 def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
     """Mean evaluation accuracy against the number of training examples (``queries.learning_curve``):
     a line per model with, at each point, a bar of one standard deviation either side over the
-    seeds and a tooltip with the figures. The legend goes under the plot."""
-    sizes = curve["sizes"]
+    seeds and a tooltip with the figures; the single points of ``curve["markers"]`` beside them.
+    The legend goes under the plot, where its long labels fit."""
+    sizes, markers = curve["sizes"], curve["markers"]
     models = [m for m in MODELS if any(mean is not None for mean in curve[m]["mean"])]
-    if not sizes or not models:
+    if not sizes or not (models or markers):
         return Markup("")
     right, bottom = _WIDTH - _RIGHT, _HEIGHT - _BOTTOM
-    low, high = min(sizes), max(sizes)
+    every_size = sizes + [p["size"] for p in markers]
+    low, high = min(every_size), max(every_size)
     logarithmic = high / low >= 10
 
     def px(size: float) -> float:
@@ -270,7 +280,7 @@ def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
     lowest = [
         mean - (std or 0) for m in models for mean, std in zip(curve[m]["mean"], curve[m]["std"]) if mean is not None
     ]
-    floor = max(0.0, min(0.5, math.floor(min(lowest) * 10) / 10))
+    floor = max(0.0, min(0.5, math.floor(min(lowest + [p["accuracy"] for p in markers]) * 10) / 10))
 
     def py(value: float) -> float:
         return bottom - (min(1.0, max(floor, value)) - floor) / (1 - floor) * (bottom - _TOP)
@@ -285,6 +295,9 @@ def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
     for index, model in enumerate(models):
         dodge = (index - (len(models) - 1) / 2) * 6  # the models' bars side by side, not on top of each other
         body += _curve_series(model, curve, px, py, dodge)
+    for index, marker in enumerate(markers):
+        x, y = px(marker["size"]) + 9 * (index + 1), py(marker["accuracy"])
+        body.append(_point(f"{marker['label']}: {marker['accuracy']:.3f}, one run", _marker(marker["kind"], x, y)))
     legend = _curve_legend(curve, models)
     body += _legend(legend, _LEFT - 30, _HEIGHT + 12)
     height = _HEIGHT + len(legend) * _LEGEND_ROW
@@ -293,13 +306,14 @@ def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
 
 def _curve_legend(curve: dict, models: list[str]) -> list[tuple[str, str]]:
     legend = [(_line_key(m) + _marker(m, 11, 0), DISPLAY_NAMES[m]) for m in models]
+    legend += [(_marker(p["kind"], 11, 0), p["label"]) for p in curve["markers"]]
     if any(std is not None for m in models for std in curve[m]["std"]):
         legend.append((_error_bar(11, 7, -7), f"one standard deviation either side, {curve['seeds']} seeds"))
     return legend
 
 
 def _curve_description(curve: dict, models: list[str]) -> str:
-    return "; ".join(
+    lines = [
         f"{DISPLAY_NAMES[m]}: "
         + ", ".join(
             f"{size:,} labels {point_text(mean, std)}"
@@ -307,7 +321,9 @@ def _curve_description(curve: dict, models: list[str]) -> str:
             if mean is not None
         )
         for m in models
-    )
+    ]
+    markers = [f"{p['label']}: {p['accuracy']:.3f} at {p['size']:,} labels" for p in curve["markers"]]
+    return "; ".join(lines + markers)
 
 
 def _curve_series(model: str, curve: dict, px: Callable, py: Callable, dodge: float) -> list[str]:

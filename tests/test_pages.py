@@ -21,6 +21,7 @@ from model.names import DISPLAY_NAMES, MODELS
 from model.quality import FULL_COLOUR_WEIGHT, NEGLIGIBLE_WEIGHT, NO_FIT, UNSTABLE, Quality, assessment, fit_reading
 
 from tests.web_fixtures import (  # noqa: F401
+    DISTILL_RUN,
     OLD_CURVE_RUN,
     RUN,
     XSS_IMG,
@@ -445,7 +446,7 @@ def about_with_run(tmp_path, run: dict) -> tuple[str, dict]:
 
 def test_about_draws_the_learning_curve_with_error_bars_and_a_table(web_client):
     stored = RUN["metrics"]["learning_curve"]
-    assert get_json(web_client, "/about.json")["learning_curve"] == stored
+    assert get_json(web_client, "/about.json")["learning_curve"] == {**stored, "markers": []}
     html = curve_section(web_client.get("/about").text)
 
     def figures(runs):
@@ -462,13 +463,31 @@ def test_about_draws_the_learning_curve_with_error_bars_and_a_table(web_client):
     assert curve_rows(html)[-1] == ("5,000", "0.850 ± 0.010", "–")
     assert "mean ± standard deviation over 3 seeds" in html
     assert "BERT is trained beyond the training size (500 labels) only when the build runs on a GPU" in html
+    assert "m-distill" not in html and "m-teacher" not in html and "<tfoot>" not in html
+
+
+def test_about_marks_a_distill_build_s_served_model_and_its_teacher(tmp_path):
+    html, data = about_with_run(tmp_path, DISTILL_RUN)
+    distilled, teacher = "BERT, distilled (500 labels + 4,000 unlabeled)", "teacher (all-mpnet-base-v2)"
+    assert data["learning_curve"]["markers"] == [
+        {"kind": "distill", "label": distilled, "size": 500, "accuracy": 0.889},
+        {"kind": "teacher", "label": teacher, "size": 500, "accuracy": 0.903},
+    ]
+    assert f"<title>{distilled}: 0.889, one run</title>" in html and f"<title>{teacher}: 0.903, one run</title>" in html
+    assert html.count('class="marker m-distill"') == html.count('class="marker m-teacher"') == 2  # point, legend
+    assert html.count('<g class="point">') == 6 + 3 + 2
+    footer = html.split("<tfoot>")[1].split("</tfoot>")[0]
+    assert re.findall(r'<th scope="row" colspan="2">([^<]*)</th><td class="num">([^<]*)</td>', footer) == [
+        (distilled, "0.889"),
+        (teacher, "0.903"),
+    ]
 
 
 def test_about_still_draws_a_curve_recorded_before_seeds(tmp_path):
     html, data = about_with_run(tmp_path, OLD_CURVE_RUN)
     old = OLD_CURVE_RUN["metrics"]["learning_curve"]
     curve = data["learning_curve"]
-    assert curve["sizes"] == old["sizes"] and curve["seeds"] == 1
+    assert curve["sizes"] == old["sizes"] and curve["seeds"] == 1 and curve["markers"] == []
     for model in MODELS:
         assert curve[model] == {
             "mean": old[model],
