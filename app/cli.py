@@ -17,6 +17,7 @@ from app.db import display_url
 from app.export import WRITERS
 from app.settings import ApiLimits, Compute, Server, Settings, Storage
 from model.config import DISTILL, ConfigGroup, LimeConfig, Sources
+from model.curve import LEARNING_CURVE, point_text
 from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, MAIN_MODEL, MODELS, TEACHER, TRAIN
 
 FLAG_NAMES = {"database_url": "--database"}
@@ -228,13 +229,8 @@ def summary(record: dict, settings: Settings) -> str:
             lines.append(
                 f"  {model:8} {split:10} {m['accuracy']:8.3f} {m['f1']:6.3f} {m['ece']:6.3f}"
             )
-    if curve := metrics.get("learning_curve"):
-        names = " / ".join(DISPLAY_NAMES[model] for model in MODELS)
-        points = [
-            f"{size}: " + " / ".join("–" if curve[model][i] is None else f"{curve[model][i]:.3f}" for model in MODELS)
-            for i, size in enumerate(curve["sizes"])
-        ]
-        lines += ["", f"  learning curve, evaluation accuracy (training reviews: {names})", "  " + " · ".join(points)]
+    if curve := metrics.get(LEARNING_CURVE):
+        lines += ["", *curve_lines(curve)]
     timings = record["timings"]
     lines += [
         "",
@@ -242,6 +238,19 @@ def summary(record: dict, settings: Settings) -> str:
         + f" · total {sum(timings.values()):,.0f} s",
     ]
     return "\n".join(lines)
+
+
+def curve_lines(curve: dict) -> list[str]:
+    """The learning curve as a table: a row per training-set size, mean ± std per model."""
+    spread = f", mean ± std over {curve['seeds']} seeds" if curve["seeds"] > 1 else ""
+    lines = [
+        f"  learning curve, evaluation accuracy{spread} (–: not trained)",
+        f"  {'reviews':>8} " + " ".join(f"{DISPLAY_NAMES[model]:>15}" for model in MODELS),
+    ]
+    for i, size in enumerate(curve["sizes"]):
+        points = (point_text(curve[model]["mean"][i], curve[model]["std"][i]) for model in MODELS)
+        lines.append(f"  {size:>8,} " + " ".join(f"{point:>15}" for point in points))
+    return lines
 
 
 if __name__ == "__main__":

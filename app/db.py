@@ -22,6 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, sessionmaker
 
+from model.curve import LEARNING_CURVE, readable
 from model.names import IMDB
 
 # SQLite: how long a writer waits for another process's write to finish (build and server alike).
@@ -207,12 +208,19 @@ class Run(Base):
             "seed": config.get("seed"),
             "config": config,
             "counts": self.counts or {},
-            "metrics": self.metrics or {},
+            "metrics": readable_metrics(self.metrics or {}),
             # in the order the steps finished, which is the pipeline's order
             "timings": {step: info.get("seconds") for step, info in (self.steps or {}).items()},
             # what each step recorded besides its time: checkpoints, amounts, seeds, the temperature
             "steps": self.steps or {},
         }
+
+
+def readable_metrics(metrics: dict) -> dict:
+    """``metrics`` with a learning curve in the current format, whenever it was recorded."""
+    if LEARNING_CURVE not in metrics:
+        return metrics
+    return {**metrics, LEARNING_CURVE: readable(metrics[LEARNING_CURVE])}
 
 
 def sqlite_path(url: str) -> Path | None:

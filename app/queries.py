@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session, aliased
 
 from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, latest_run
 from app.view import View
+from model.config import DISTILL
+from model.curve import LEARNING_CURVE
 from model.names import (
     CATALOGUE,
     DISPLAY_NAMES,
@@ -26,6 +28,8 @@ from model.names import (
     NEGATIVE,
     POSITIVE,
     SENTENCE,
+    STUDENT,
+    TEACHER,
     USER,
     WORD_LEVEL_MODEL,
     short_label,
@@ -547,6 +551,45 @@ def about(session: Session) -> dict:
     ]
     page["timings"] = [{"step": step, "seconds": seconds} for step, seconds in record["timings"].items()]
     page["total_seconds"] = sum(seconds or 0.0 for seconds in record["timings"].values())
-    page["learning_curve"] = metrics.get("learning_curve")
+    page["learning_curve"] = learning_curve(record, run.steps or {})
     page["explanation_quality"] = explanation_quality(session)
     return page
+
+
+def learning_curve(record: dict, steps: dict) -> dict | None:
+    """The run's learning curve (``model.curve``) and its ``markers``: a distill build's served
+    BERT and its teacher, single points beside the curve of BERT on labels alone
+    (``render.learning_curve_svg`` draws them all)."""
+    curve = record["metrics"].get(LEARNING_CURVE)
+    if not curve:
+        return None
+    return {**curve, "markers": distill_markers(record["metrics"], steps)}
+
+
+def distill_markers(metrics: dict, steps: dict) -> list[dict]:
+    """The served BERT of a distill build (labels plus teacher labels) and its teacher, each at
+    the number of labelled reviews it was trained on; none for another recipe."""
+    student = steps.get(STUDENT) or {}
+    if student.get("recipe") != DISTILL:
+        return []
+    labelled = student["labelled"]
+    unlabeled = student["teacher_labelled"]
+    markers = [
+        {
+            "kind": DISTILL,
+            "label": f"{DISPLAY_NAMES[STUDENT]}, distilled ({labelled:,} labels + {unlabeled:,} unlabeled)",
+            "size": labelled,
+            "accuracy": metrics[STUDENT][EVAL]["accuracy"],
+        }
+    ]
+    if TEACHER in metrics:
+        checkpoint = (steps.get(TEACHER) or {}).get("base_model")
+        markers.append(
+            {
+                "kind": TEACHER,
+                "label": f"teacher ({checkpoint.rsplit('/', 1)[-1]})" if checkpoint else "teacher",
+                "size": labelled,
+                "accuracy": metrics[TEACHER][EVAL]["accuracy"],
+            }
+        )
+    return markers

@@ -9,11 +9,13 @@ model, so the same weight looks the same everywhere.
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable
 
 from markupsafe import Markup, escape
 
-from model.names import DISPLAY_NAMES, MODELS, NBSVM, NEGATIVE, POSITIVE, WORD_LEVEL_MODEL, short_label
+from model.config import DISTILL
+from model.curve import point_text
+from model.names import DISPLAY_NAMES, MODELS, NBSVM, NEGATIVE, POSITIVE, TEACHER, WORD_LEVEL_MODEL, short_label
 from model.quality import FULL_COLOUR_WEIGHT, LOG_ODDS
 
 MIN_ALPHA = 0.04  # weaker highlights are not drawn
@@ -133,11 +135,13 @@ def ticks_svg(summary: dict) -> Markup:
 
 _WIDTH, _HEIGHT = 360, 300
 _LEFT, _RIGHT, _TOP, _BOTTOM = 52, 14, 14, 48
+_LEGEND_ROW = 18
 
 
-def _chart(chart_id: str, title: str, description: str, body: list[str]) -> Markup:
+def _chart(chart_id: str, title: str, description: str, body: list[str], height: float = _HEIGHT) -> Markup:
+    """``height``: more than the plot's when a legend goes under it."""
     return Markup(
-        f'<svg class="chart" viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img" '
+        f'<svg class="chart" viewBox="0 0 {_WIDTH} {height:g}" role="img" '
         f'aria-labelledby="{chart_id}-t {chart_id}-d" xmlns="http://www.w3.org/2000/svg">'
         f'<title id="{chart_id}-t">{escape(title)}</title><desc id="{chart_id}-d">{escape(description)}</desc>'
         + "".join(body)
@@ -165,8 +169,8 @@ def _axes(x_ticks, y_ticks, x_label: str, y_label: str) -> list[str]:
     return out
 
 
-def _series(model: str, points: list[tuple[float, float] | None]) -> list[str]:
-    """A model's line (broken where a point is missing) with a marker at each point."""
+def _lines(model: str, points: list[tuple[float, float] | None]) -> list[str]:
+    """A model's line through its points, broken where a point is missing."""
     out, run = [], []
     for point in [*points, None]:
         if point is None:
@@ -176,25 +180,40 @@ def _series(model: str, points: list[tuple[float, float] | None]) -> list[str]:
             run = []
         else:
             run.append(point)
-    for point in points:
-        if point is None:
-            continue
-        x, y = point
-        if model == NBSVM:  # squares for the baseline, circles for BERT
-            out.append(f'<rect class="marker m-{model}" x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7"/>')
-        else:
-            out.append(f'<circle class="marker m-{model}" cx="{x:.1f}" cy="{y:.1f}" r="4"/>')
     return out
 
 
-def _legend(models: Iterable[str]) -> list[str]:
+def _marker(kind: str, x: float, y: float) -> str:
+    """A point's symbol: squares for the baseline, circles for BERT; diamonds for a distilled
+    model and triangles for its teacher (``queries.distill_markers``)."""
+    if kind == NBSVM:
+        return f'<rect class="marker m-{kind}" x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7"/>'
+    if kind == DISTILL:
+        corners = ((x, y - 5.5), (x + 5.5, y), (x, y + 5.5), (x - 5.5, y))
+    elif kind == TEACHER:
+        corners = ((x, y - 5.5), (x + 5, y + 4), (x - 5, y + 4))
+    else:
+        return f'<circle class="marker m-{kind}" cx="{x:.1f}" cy="{y:.1f}" r="4"/>'
+    return f'<polygon class="marker m-{kind}" points="{" ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in corners)}"/>'
+
+
+def _series(model: str, points: list[tuple[float, float] | None]) -> list[str]:
+    """A model's line (broken where a point is missing) with a marker at each point."""
+    return _lines(model, points) + [_marker(model, *point) for point in points if point is not None]
+
+
+def _legend(entries: list[tuple[str, str]], x: float, top: float) -> list[str]:
+    """One row per entry from (``x``, ``top``) down: its key (drawn around 0,0, 22 px wide) and its label."""
     out = []
-    for row, model in enumerate(models):
-        y = _TOP + 16 + row * 18
-        x = _LEFT + 10
-        out.append(f'<line class="line m-{model}" x1="{x}" x2="{x + 22}" y1="{y - 4}" y2="{y - 4}"/>')
-        out.append(f'<text class="legend" x="{x + 28}" y="{y}">{escape(DISPLAY_NAMES.get(model, model))}</text>')
+    for row, (key, label) in enumerate(entries):
+        y = top + row * _LEGEND_ROW
+        out.append(f'<g transform="translate({x} {y - 4})">{key}</g>')
+        out.append(f'<text class="legend" x="{x + 28}" y="{y}">{escape(label)}</text>')
     return out
+
+
+def _line_key(model: str) -> str:
+    return f'<line class="line m-{model}" x1="0" x2="22" y1="0" y2="0"/>'
 
 
 def calibration_svg(chart_id: str, curves: dict[str, dict], set_name: str) -> Markup:
@@ -222,7 +241,7 @@ def calibration_svg(chart_id: str, curves: dict[str, dict], set_name: str) -> Ma
         if points:
             body += _series(model, points)
             drawn.append(model)
-    body += _legend(drawn)
+    body += _legend([(_line_key(m), DISPLAY_NAMES.get(m, m)) for m in drawn], _LEFT + 10, _TOP + 16)
     description = "; ".join(
         f"{DISPLAY_NAMES.get(m, m)}: "
         + ", ".join(
@@ -236,14 +255,17 @@ def calibration_svg(chart_id: str, curves: dict[str, dict], set_name: str) -> Ma
 
 
 def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
-    """Accuracy against the number of training examples, one line per model."""
-    sizes = [s for s in curve.get("sizes") or [] if s]
-    models = [m for m in MODELS if any(v is not None for v in curve.get(m) or [])]
-    values = [v for m in models for v in curve[m] if v is not None]
-    if not sizes or not values:
+    """Mean evaluation accuracy against the number of training examples (``queries.learning_curve``):
+    a line per model with, at each point, a bar of one standard deviation either side over the
+    seeds and a tooltip with the figures; the single points of ``curve["markers"]`` beside them.
+    The legend goes under the plot, where its long labels fit."""
+    sizes, markers = curve["sizes"], curve["markers"]
+    models = [m for m in MODELS if any(mean is not None for mean in curve[m]["mean"])]
+    if not sizes or not (models or markers):
         return Markup("")
     right, bottom = _WIDTH - _RIGHT, _HEIGHT - _BOTTOM
-    low, high = min(sizes), max(sizes)
+    every_size = sizes + [p["size"] for p in markers]
+    low, high = min(every_size), max(every_size)
     logarithmic = high / low >= 10
 
     def px(size: float) -> float:
@@ -255,10 +277,13 @@ def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
             fraction = (size - low) / (high - low)
         return _LEFT + 12 + fraction * (right - _LEFT - 24)
 
-    floor = max(0.0, min(0.5, math.floor(min(values) * 10) / 10))
+    lowest = [
+        mean - (std or 0) for m in models for mean, std in zip(curve[m]["mean"], curve[m]["std"]) if mean is not None
+    ]
+    floor = max(0.0, min(0.5, math.floor(min(lowest + [p["accuracy"] for p in markers]) * 10) / 10))
 
     def py(value: float) -> float:
-        return bottom - (value - floor) / (1 - floor) * (bottom - _TOP)
+        return bottom - (min(1.0, max(floor, value)) - floor) / (1 - floor) * (bottom - _TOP)
 
     y_steps = [floor + i * (1 - floor) / 5 for i in range(6)]
     body = _axes(
@@ -267,21 +292,73 @@ def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
         "Training examples" + (" (log scale)" if logarithmic else ""),
         "Accuracy",
     )
-    for model in models:
-        accuracies = curve[model]
-        points = [
-            (px(size), py(value)) if value is not None else None
-            for size, value in zip(curve["sizes"], accuracies, strict=False)
-            if size
-        ]
-        body += _series(model, points)
-    body += _legend(models)
-    description = "; ".join(
+    for index, model in enumerate(models):
+        dodge = (index - (len(models) - 1) / 2) * 6  # the models' bars side by side, not on top of each other
+        body += _curve_series(model, curve, px, py, dodge)
+    for index, marker in enumerate(markers):
+        x, y = px(marker["size"]) + 9 * (index + 1), py(marker["accuracy"])
+        body.append(_point(f"{marker['label']}: {marker['accuracy']:.3f}, one run", _marker(marker["kind"], x, y)))
+    legend = _curve_legend(curve, models)
+    body += _legend(legend, _LEFT - 30, _HEIGHT + 12)
+    height = _HEIGHT + len(legend) * _LEGEND_ROW
+    return _chart(chart_id, "Learning curve", _curve_description(curve, models), body, height)
+
+
+def _curve_legend(curve: dict, models: list[str]) -> list[tuple[str, str]]:
+    legend = [(_line_key(m) + _marker(m, 11, 0), DISPLAY_NAMES[m]) for m in models]
+    legend += [(_marker(p["kind"], 11, 0), p["label"]) for p in curve["markers"]]
+    if any(std is not None for m in models for std in curve[m]["std"]):
+        legend.append((_error_bar(11, 7, -7), f"one standard deviation either side, {curve['seeds']} seeds"))
+    return legend
+
+
+def _curve_description(curve: dict, models: list[str]) -> str:
+    lines = [
         f"{DISPLAY_NAMES[m]}: "
-        + ", ".join(f"{s:,} → {v:.0%}" for s, v in zip(curve["sizes"], curve[m], strict=False) if v is not None)
+        + ", ".join(
+            f"{size:,} labels {point_text(mean, std)}"
+            for size, mean, std in zip(curve["sizes"], curve[m]["mean"], curve[m]["std"])
+            if mean is not None
+        )
         for m in models
+    ]
+    markers = [f"{p['label']}: {p['accuracy']:.3f} at {p['size']:,} labels" for p in curve["markers"]]
+    return "; ".join(lines + markers)
+
+
+def _curve_series(model: str, curve: dict, px: Callable, py: Callable, dodge: float) -> list[str]:
+    """A model's line of the learning curve, ``dodge`` px aside, and at each point its bar and
+    marker with a tooltip."""
+    points = [
+        None if mean is None else (px(size) + dodge, py(mean))
+        for size, mean in zip(curve["sizes"], curve[model]["mean"])
+    ]
+    out = _lines(model, points)
+    for size, point, mean, std, runs in zip(
+        curve["sizes"], points, curve[model]["mean"], curve[model]["std"], curve[model]["runs"]
+    ):
+        if point is None:
+            continue
+        x, y = point
+        bar = "" if std is None else _error_bar(x, py(mean - std), py(mean + std), model)
+        seeds = f"{len(runs)} seed{'' if len(runs) == 1 else 's'}"
+        title = f"{DISPLAY_NAMES[model]} at {size:,} labels: {point_text(mean, std)} over {seeds}"
+        out.append(_point(title, bar, _marker(model, x, y)))
+    return out
+
+
+def _error_bar(x: float, y_low: float, y_high: float, model: str | None = None) -> str:
+    """A vertical bar from ``y_low`` to ``y_high`` with a cap at each end, in ``model``'s colour (else ink)."""
+    colour = f" m-{model}" if model else ""
+    return (
+        f'<path class="error{colour}" '
+        f'd="M{x - 3:.1f},{y_low:.1f}h6M{x:.1f},{y_low:.1f}V{y_high:.1f}M{x - 3:.1f},{y_high:.1f}h6"/>'
     )
-    return _chart(chart_id, "Learning curve", description, body)
+
+
+def _point(title: str, *shapes: str) -> str:
+    """Shapes that draw one point, with its figures as the tooltip."""
+    return f'<g class="point"><title>{escape(title)}</title>{"".join(shapes)}</g>'
 
 
 def histogram_svg(chart_id: str, title: str, x_label: str, bins: list[float], counts: dict[str, list[int]]) -> Markup:

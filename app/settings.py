@@ -9,10 +9,10 @@ Adding a setting is adding a field to its group.
 """
 
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from model.config import (
     BertConfig,
@@ -52,17 +52,21 @@ class Compute(ConfigGroup):
 class CurveConfig(ConfigGroup):
     shapes_build = True
 
-    learning_curve: list[int] = Field(
-        [100, 200, 500, 1000, 2000, 5000, 10000],
-        description="Training-set sizes of the learning curve, comma-separated; BERT is "
-        "also trained at the sizes below --train-size. Empty: no curve.",
+    # NoDecode: the environment variable is read like the flag, not as JSON only.
+    learning_curve: Annotated[list[int], NoDecode] = Field(
+        [100, 200, 500, 1000, 2000, 5000],
+        description="Training-set sizes of the learning curve, comma-separated; BERT is trained at the "
+        "sizes up to --train-size, and above it only on CUDA. Empty: no curve.",
+    )
+    curve_seeds: int = Field(
+        3, ge=1, description="Seeds per point of the learning curve (each draws its own sample and training run)."
     )
 
     @field_validator("learning_curve", mode="before")
     @classmethod
     def _learning_curve(cls, value):
-        if isinstance(value, str):
-            return [int(n) for n in value.replace(",", " ").split()]
+        if isinstance(value, str):  # "100,200", "100 200", or JSON's "[100, 200]"
+            return [int(n) for n in value.strip("[] ").replace(",", " ").split()]
         return value
 
 

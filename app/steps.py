@@ -16,6 +16,7 @@ from sklearn.model_selection import StratifiedKFold
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from app.db import (
     Explanation,
@@ -43,7 +44,8 @@ from model.config import (
     TeacherConfig,
     WordLimeConfig,
 )
-from model.data import balanced_sample, sample_unlabeled
+from model.curve import LEARNING_CURVE, point_text, series, spread
+from model.data import RawReview, balanced_sample, sample_unlabeled
 from model.metrics import accuracy, classification_report, fit_temperature, tempered_p_positive
 from model.names import (
     CATALOGUE,
@@ -375,54 +377,87 @@ class Evaluate(Step):
 
 def teacher_report(build: Pipeline) -> dict:
     """The teacher's scores on the evaluation set: it is not served, so it has no predictions."""
+    texts, gold = evaluation_set(build)
+    p_positive = load_trained_bert(build, TEACHER).predict_proba(texts)[:, 1]
+    return classification_report(gold, p_positive.tolist())
+
+
+def evaluation_set(build: Pipeline) -> tuple[list[str], list[str]]:
+    """Texts and gold labels of the evaluation reviews."""
     with session_scope(build.engine) as session:
         rows = session.execute(select(Review.text, Review.label).where(Review.split == EVAL)).all()
-    p_positive = load_trained_bert(build, TEACHER).predict_proba([r.text for r in rows])[:, 1]
-    return classification_report([r.label for r in rows], p_positive.tolist())
+    return [r.text for r in rows], [r.label for r in rows]
 
 
 class LearningCurve(Step):
-    """Evaluation accuracy against training-set size: each model retrained on balanced samples
-    of the archive's train split, the fast ones at every size, the others below --train-size."""
+    """Evaluation accuracy against training-set size over --curve-seeds seeds: at each size and
+    seed, each model retrained on a balanced sample of the archive's train split (the seed draws
+    the sample and seeds the training). The fast models go to every size, the others up to
+    --train-size, and beyond it only on CUDA. At --train-size the first seed is the build's own
+    model, unless it learnt from more than the labelled reviews (the distill recipe's student)."""
 
     name = "curve"
     reads = ("the IMDB archive", "evaluation reviews", "run metrics")
-    writes = ("run metrics: learning_curve",)
+    writes = (f"run metrics: {LEARNING_CURVE}",)
 
     def run(self, build: Pipeline) -> None:
         s = build.settings
         if not s.learning_curve:
             return
-        with session_scope(build.engine) as session:
-            evaluation = session.execute(select(Review.text, Review.label).where(Review.split == EVAL)).all()
-        texts, gold = [r.text for r in evaluation], [r.label for r in evaluation]
-        trained_at_build = build.run_record().metrics
         pool = build.splits().train_pool
-        curve = {"sizes": [], **{name: [] for name in MODELS}}
-        for size in tqdm(sorted(set(s.learning_curve)), desc="Learning curve", disable=not build.progress):
-            if size > len(pool):
-                log.info("Learning curve: %d training reviews wanted, only %d exist; size skipped.", size, len(pool))
-                continue
-            curve["sizes"].append(size)
-            sample = balanced_sample(pool, size, random.Random(s.seed))
-            for name, kind in CLASSIFIERS.items():
-                if size == s.train_size:  # the model the build trained
-                    curve[name].append(trained_at_build[name][EVAL]["accuracy"])
-                elif size < s.train_size or kind.fast_to_train:
-                    config, _ = pretrained(build, s.group(kind.config_type))
-                    model = kind.train([r.text for r in sample], [r.label for r in sample], config, build.device, False)
-                    curve[name].append(accuracy(gold, model.predict_proba(texts)[:, 1]))
-                else:
-                    curve[name].append(None)
-            log.info(
-                "Learning curve at %d reviews: %s.", size,
-                ", ".join(f"{DISPLAY_NAMES[name]} {_accuracy_text(curve[name][-1])}" for name in MODELS),
-            )  # fmt: skip
-        build.update_run(metrics={"learning_curve": curve})
+        sizes = [size for size in sorted(set(s.learning_curve)) if self.available(size, len(pool))]
+        seeds = range(s.seed, s.seed + s.curve_seeds)
+        # the accuracy of each seed, per size and model trained at that size
+        runs = {(size, name): [] for size in sizes for name in MODELS if self.trains(build, name, size)}
+        own = self.labels_only_accuracies(build)
+        evaluation = evaluation_set(build)
+        progress = tqdm(total=len(runs) * len(seeds), desc="Learning curve", unit="model", disable=not build.progress)
+        with logging_redirect_tqdm(), progress:  # each size's log line above the bar, not inside it
+            for size in sizes:
+                for seed in seeds:
+                    sample = balanced_sample(pool, size, random.Random(seed))
+                    for name in (name for name in MODELS if (size, name) in runs):
+                        if size == s.train_size and seed == s.seed and name in own:
+                            runs[size, name].append(own[name])
+                        else:
+                            runs[size, name].append(self.retrained_accuracy(build, name, seed, sample, evaluation))
+                        progress.update()
+                log.info(
+                    "Learning curve at %d reviews, %d seeds: %s.", size, len(seeds),
+                    ", ".join(f"{DISPLAY_NAMES[name]} {point_text(*spread(runs.get((size, name))), 'not trained')}"
+                              for name in MODELS),
+                )  # fmt: skip
+        curve = {name: series([runs.get((size, name)) for size in sizes]) for name in MODELS}
+        build.update_run(metrics={LEARNING_CURVE: {"sizes": sizes, "seeds": len(seeds), **curve}})
 
+    @staticmethod
+    def available(size: int, pool: int) -> bool:
+        if size > pool:
+            log.info("Learning curve: %d training reviews wanted, only %d exist; size skipped.", size, pool)
+        return size <= pool
 
-def _accuracy_text(value: float | None) -> str:
-    return "not trained" if value is None else f"{value:.3f}"
+    @staticmethod
+    def trains(build: Pipeline, name: str, size: int) -> bool:
+        """Whether model ``name`` is trained at ``size``: beyond --train-size only a fast one, or on CUDA."""
+        return CLASSIFIERS[name].fast_to_train or size <= build.settings.train_size or build.device.type == "cuda"
+
+    @staticmethod
+    def labels_only_accuracies(build: Pipeline) -> dict[str, float]:
+        """The evaluation accuracy of each model the build trained on the labelled reviews alone."""
+        metrics = build.run_record().metrics
+        distilled = {STUDENT} if build.settings.recipe == DISTILL else set()
+        return {name: metrics[name][EVAL]["accuracy"] for name in MODELS if name not in distilled}
+
+    @staticmethod
+    def retrained_accuracy(
+        build: Pipeline, name: str, seed: int, sample: list[RawReview], evaluation: tuple[list[str], list[str]]
+    ) -> float:
+        """Model ``name`` trained on ``sample`` with ``seed``: its accuracy on the evaluation set."""
+        kind = CLASSIFIERS[name]
+        config, _ = pretrained(build, build.settings.group(kind.config_type).model_copy(update={"seed": seed}))
+        model = kind.train([r.text for r in sample], [r.label for r in sample], config, build.device, False)
+        texts, gold = evaluation
+        return accuracy(gold, model.predict_proba(texts)[:, 1])
 
 
 def build_steps(recipe: str) -> list[Step]:

@@ -8,6 +8,7 @@ from fastapi.templating import Jinja2Templates
 import app as app_package
 from app import render
 from app.view import View
+from model.curve import point_text
 from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS, WORD_LEVEL_MODEL, short_label
 from model.quality import stability_reading
 
@@ -53,6 +54,7 @@ templates.env.filters.update(
     times=_times,
     duration=_duration,
     side=short_label,
+    spread=point_text,
 )
 templates.env.globals.update(
     highlight=render.highlight,

@@ -15,9 +15,11 @@ from app.settings import Settings
 
 from tests.conftest import serve_in_thread
 from tests.web_fixtures import (  # noqa: F401
+    DISTILL_RUN,
     XSS_IMG,
     XSS_SCRIPT,
     FakeAnalyzer,
+    build_web_database,
     labeled,
     use_analyzer,
     web_database,
@@ -262,6 +264,7 @@ def test_review_disagreements_about_and_analyze(page, web_facts):
     assert trust.locator(".least-faithful a").count() == 2 * 5
     shot(page, "about")
     shot_of(trust, "about-trust")
+    shot_of(page.locator("section[aria-labelledby=curve-h]"), "about-curve")
 
     page.goto("/analyze")
     shot(page, "analyze-form")
@@ -272,6 +275,42 @@ def test_review_disagreements_about_and_analyze(page, web_facts):
     assert page.locator(".result .hl.pos").count() >= 1 and page.locator(".result .hl.neg").count() >= 1
     assert "A great cast" in page.locator("textarea").input_value()  # ready to edit and run again
     shot(page, "analyze-result")
+
+
+@pytest.fixture(scope="module")
+def distill_server(tmp_path_factory):
+    """The app on a database whose run record is a distill build's."""
+    url = build_web_database(tmp_path_factory.mktemp("distill") / "textflix.db", DISTILL_RUN)
+    with serve_in_thread(create_app(Settings(database_url=url))) as server:
+        yield server
+
+
+@pytest.fixture(params=[("desktop", DESKTOP), ("phone", PHONE)], ids=["desktop", "phone"])
+def distill_page(request, browser, distill_server):
+    name, viewport = request.param
+    context, page = _page(browser, distill_server, viewport)
+    page.width_name = name
+    yield page
+    _check_and_close(context, page, distill_server)
+
+
+def test_learning_curve_with_error_bars_and_the_distilled_models(distill_page):
+    page = distill_page
+    page.goto("/about")
+    curve = page.locator("section[aria-labelledby=curve-h]")
+    tooltips = curve.locator("svg g.point > title").all_text_contents()
+    assert len(tooltips) == 6 + 3 + 2  # NB-SVM at six sizes, BERT at three, the distilled model and its teacher
+    assert "BERT at 200 labels: 0.812 ± 0.011 over 3 seeds" in tooltips
+    assert curve.locator("svg path.error").count() == 6 + 3 + 1  # a bar per point of the curve, and the legend's
+    assert curve.locator("svg .m-distill").count() == curve.locator("svg .m-teacher").count() == 2  # point, legend
+    assert curve.locator("table.curve tbody tr").count() == 6
+    assert curve.locator("table.curve tfoot th").all_inner_texts() == [
+        "BERT, distilled (500 labels + 4,000 unlabeled)",
+        "teacher (all-mpnet-base-v2)",
+    ]
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], f"/about scrolls sideways: {widths}"
+    shot_of(curve, f"about-curve-distill-{page.width_name}")
 
 
 PHONE_PAGES = [

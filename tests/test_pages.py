@@ -6,6 +6,7 @@ never from the code under test.
 
 import logging
 import re
+from statistics import fmean, stdev
 
 import pytest
 from fastapi.testclient import TestClient
@@ -16,12 +17,17 @@ from app.main import create_app
 from app.render import highlight, word_highlight
 from app.settings import Settings
 from app.templating import templates
+from model.names import DISPLAY_NAMES, MODELS
 from model.quality import FULL_COLOUR_WEIGHT, NEGLIGIBLE_WEIGHT, NO_FIT, UNSTABLE, Quality, assessment, fit_reading
 
 from tests.web_fixtures import (  # noqa: F401
+    DISTILL_RUN,
+    OLD_CURVE_RUN,
+    RUN,
     XSS_IMG,
     XSS_SCRIPT,
     FakeAnalyzer,
+    build_web_database,
     labeled,
     use_analyzer,
     web_app,
@@ -419,6 +425,85 @@ def test_about_page_shows_metrics_charts_and_timings(web_client):
     data = get_json(web_client, "/about.json")
     assert data["models"][1]["sets"]["eval"]["confusion"] == [[872, 128], [118, 882]]
     assert [t["step"] for t in data["timings"]] == ["data", "nbsvm", "bert", "predict", "explain", "evaluate"]
+
+
+def curve_section(html: str) -> str:
+    return html.split('aria-labelledby="curve-h"')[1].split("</section>")[0]
+
+
+def curve_rows(html: str) -> list[tuple[str, ...]]:
+    """The learning curve table's body: size, then each model's figures."""
+    body = html.split("<tbody>")[1].split("</tbody>")[0]
+    return [tuple(re.findall(r'class="num">([^<]*)<', row)) for row in body.split("<tr>")[1:]]
+
+
+def about_with_run(tmp_path, run: dict) -> tuple[str, dict]:
+    """The learning curve section of /about and the JSON twin, on a fixture database whose run record is ``run``."""
+    url = build_web_database(tmp_path / "textflix.db", run)
+    with TestClient(create_app(Settings(database_url=url))) as client:
+        return curve_section(client.get("/about").text), get_json(client, "/about.json")
+
+
+def test_about_draws_the_learning_curve_with_error_bars_and_a_table(web_client):
+    stored = RUN["metrics"]["learning_curve"]
+    assert get_json(web_client, "/about.json")["learning_curve"] == {**stored, "markers": []}
+    html = curve_section(web_client.get("/about").text)
+
+    def figures(runs):
+        return "–" if runs is None else f"{fmean(runs):.3f} ± {stdev(runs):.3f}"
+
+    points = [(m, size, runs) for m in MODELS for size, runs in zip(stored["sizes"], stored[m]["runs"]) if runs]
+    assert html.count('<g class="point">') == html.count('<path class="error m-') == len(points) == 6 + 3
+    for model, size, runs in points:
+        assert f"<title>{DISPLAY_NAMES[model]} at {size:,} labels: {figures(runs)} over 3 seeds</title>" in html
+    assert "<title>BERT at 200 labels: 0.812 ± 0.011 over 3 seeds</title>" in html
+    assert curve_rows(html) == [
+        (f"{size:,}", *(figures(stored[m]["runs"][i]) for m in MODELS)) for i, size in enumerate(stored["sizes"])
+    ]
+    assert curve_rows(html)[-1] == ("5,000", "0.850 ± 0.010", "–")
+    assert "mean ± standard deviation over 3 seeds" in html
+    assert "BERT is trained beyond the training size (500 labels) only when the build runs on a GPU" in html
+    assert "m-distill" not in html and "m-teacher" not in html and "<tfoot>" not in html
+
+
+def test_about_marks_a_distill_build_s_served_model_and_its_teacher(tmp_path):
+    html, data = about_with_run(tmp_path, DISTILL_RUN)
+    distilled, teacher = "BERT, distilled (500 labels + 4,000 unlabeled)", "teacher (all-mpnet-base-v2)"
+    assert data["learning_curve"]["markers"] == [
+        {"kind": "distill", "label": distilled, "size": 500, "accuracy": 0.889},
+        {"kind": "teacher", "label": teacher, "size": 500, "accuracy": 0.903},
+    ]
+    assert f"<title>{distilled}: 0.889, one run</title>" in html and f"<title>{teacher}: 0.903, one run</title>" in html
+    assert html.count('class="marker m-distill"') == html.count('class="marker m-teacher"') == 2  # point, legend
+    assert html.count('<g class="point">') == 6 + 3 + 2
+    footer = html.split("<tfoot>")[1].split("</tfoot>")[0]
+    assert re.findall(r'<th scope="row" colspan="2">([^<]*)</th><td class="num">([^<]*)</td>', footer) == [
+        (distilled, "0.889"),
+        (teacher, "0.903"),
+    ]
+
+
+def test_about_still_draws_a_curve_recorded_before_seeds(tmp_path):
+    html, data = about_with_run(tmp_path, OLD_CURVE_RUN)
+    old = OLD_CURVE_RUN["metrics"]["learning_curve"]
+    curve = data["learning_curve"]
+    assert curve["sizes"] == old["sizes"] and curve["seeds"] == 1 and curve["markers"] == []
+    for model in MODELS:
+        assert curve[model] == {
+            "mean": old[model],
+            "std": [None] * len(old[model]),
+            "runs": [None if value is None else [value] for value in old[model]],
+        }
+    assert html.count('<g class="point">') == 5 + 3
+    assert "<title>BERT at 200 labels: 0.820 over 1 seed</title>" in html
+    assert '<path class="error' not in html and "±" not in html  # one seed: no spread to draw
+    assert curve_rows(html) == [
+        ("100", "0.550", "0.700"),
+        ("200", "0.620", "0.820"),
+        ("500", "0.780", "0.880"),
+        ("1,000", "0.810", "–"),
+        ("10,000", "0.850", "–"),
+    ]
 
 
 def test_about_page_sums_up_the_trust_in_explanations(web_client, web_database):

@@ -7,6 +7,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+from statistics import fmean, stdev
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,7 +17,8 @@ from tests.conftest import ROOT, SHARED_ARCHIVE, SHARED_MOVIES, empty_postgresql
 
 SMALL = [
     "--train-size", "24", "--titles", "2", "--eval-size", "30", "--epochs", "1",
-    "--max-length", "96", "--calibration-folds", "2", "--lime-samples", "8", "--word-lime-samples", "20", "--learning-curve", "12,24,48",
+    "--max-length", "96", "--calibration-folds", "2", "--lime-samples", "8", "--word-lime-samples", "20",
+    "--learning-curve", "12,24,48", "--curve-seeds", "2",
 ]  # fmt: skip
 TABLES = ["movies", "reviews", "predictions", "sentences", "sentence_weights", "word_weights", "explanations", "runs"]
 
@@ -43,6 +46,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys):
     assert main(build_args(tmp_path, SHARED_ARCHIVE, "--movies", str(SHARED_MOVIES))) == 0
     summary = capsys.readouterr().out
     assert "bert" in summary and "nbsvm" in summary and "accuracy" in summary
+    assert "learning curve, evaluation accuracy, mean ± std over 2 seeds" in summary
 
     assert main(["report", "--json", "--data-dir", str(tmp_path / "data")]) == 0
     record = json.loads(capsys.readouterr().out)
@@ -61,11 +65,20 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys):
     assert json.loads((tmp_path / "data" / "models" / "bert" / "textflix.json").read_text())["temperature"] == \
         calibration["temperature"]
     curve = record["metrics"]["learning_curve"]
-    assert curve["sizes"] == [12, 24, 48]
-    assert all(0 <= a <= 1 for a in curve["nbsvm"])
-    assert curve["bert"][0] is not None and curve["bert"][2] is None
-    assert curve["bert"][1] == record["metrics"]["bert"]["eval"]["accuracy"]
-    assert curve["nbsvm"][1] == record["metrics"]["nbsvm"]["eval"]["accuracy"]
+    assert curve["sizes"] == [12, 24, 48] and curve["seeds"] == 2
+    for model in ("nbsvm", "bert"):
+        series = curve[model]
+        assert len(series["mean"]) == len(series["std"]) == len(series["runs"]) == 3
+        for runs, mean, std in zip(series["runs"], series["mean"], series["std"]):
+            if runs is None:
+                assert mean is None and std is None
+                continue
+            assert len(runs) == 2 and all(0 <= a <= 1 for a in runs)
+            assert mean == pytest.approx(fmean(runs)) and std == pytest.approx(stdev(runs))
+        # at the training size (24) the first seed is the build's own model
+        assert series["runs"][1][0] == record["metrics"][model]["eval"]["accuracy"]
+    assert None not in curve["nbsvm"]["runs"]
+    assert curve["bert"]["runs"][2] is None  # above the training size BERT trains on CUDA only
     assert record["seed"] == 42 and record["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
 
     db = tmp_path / "data" / "textflix.db"
@@ -140,8 +153,21 @@ def test_truncated_archive_stops_the_build_and_creates_no_database(tmp_path, rea
 def test_bad_settings_are_reported(tmp_path, capsys):
     assert main(["build", "--train-size", "many", "--data-dir", str(tmp_path)]) == 2
     assert "train_size" in capsys.readouterr().err
+    assert main(["build", "--curve-seeds", "0", "--data-dir", str(tmp_path)]) == 2
+    assert "curve_seeds" in capsys.readouterr().err
     assert main(["report", "--data-dir", str(tmp_path)]) == 1
     assert "No database at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("device, bert_sizes", [("cpu", [12, 24]), ("cuda", [12, 24, 48])])
+def test_the_curve_trains_bert_beyond_the_training_size_on_cuda_only(device, bert_sizes):
+    import torch
+
+    from app.steps import LearningCurve
+
+    build = SimpleNamespace(settings=SimpleNamespace(train_size=24), device=torch.device(device))
+    assert [size for size in (12, 24, 48) if LearningCurve.trains(build, "bert", size)] == bert_sizes
+    assert all(LearningCurve.trains(build, "nbsvm", size) for size in (12, 24, 48))
 
 
 @pytest.mark.parametrize("flag", ["--seed", "--titles"])

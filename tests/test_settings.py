@@ -68,3 +68,9 @@ def test_a_database_built_before_the_field_existed_counts_it_at_its_default(tmp_
     assert nbsvm_fingerprint(after) == nbsvm_fingerprint(before)  # so the trained model is still current
     with pytest.raises(BuildError, match=r"\(nbsvm_alpha\)"):
         build(real_subset_archive, data, nbsvm_alpha=2.0)
+
+
+@pytest.mark.parametrize("value, sizes", [("", []), ("100,200", [100, 200]), ("100 200", [100, 200]), ("[100, 200]", [100, 200])])
+def test_a_list_setting_reads_from_the_environment_as_the_flag_does(monkeypatch, value, sizes):
+    monkeypatch.setenv("TEXTFLIX_LEARNING_CURVE", value)
+    assert Settings().learning_curve == sizes

@@ -33,6 +33,7 @@ from app.db import (
 from app.deps import get_analyzer
 from app.main import create_app
 from app.settings import Settings
+from model.curve import series
 
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = "<img src=x onerror=alert(1)>"
@@ -249,13 +250,45 @@ RUN = dict(
                 "n": 12,
             },
         },
+        # at the training size (500) the first seed is the served model; BERT went no further (a CPU build)
+        "learning_curve": {
+            "sizes": [100, 200, 500, 1000, 2000, 5000],
+            "seeds": 3,
+            "nbsvm": series(
+                [[0.54, 0.55, 0.56], [0.6, 0.62, 0.64], [0.779, 0.769, 0.789],
+                 [0.8, 0.81, 0.82], [0.82, 0.83, 0.84], [0.84, 0.85, 0.86]]
+            ),  # fmt: skip
+            "bert": series([[0.68, 0.7, 0.72], [0.801, 0.812, 0.823], [0.877, 0.867, 0.887], None, None, None]),
+        },
+    },
+)
+# The same run made with the distill recipe: the served BERT learnt from a teacher's labels too.
+DISTILL_RUN = {
+    **RUN,
+    "steps": {
+        **RUN["steps"],
+        "teacher": {"seconds": 900.0, "base_model": "sentence-transformers/all-mpnet-base-v2", "labelled": 500},
+        "pseudo_label": {"seconds": 1500.0, "unlabeled": 4000, "labelled_by": "teacher"},
+        "bert": {"seconds": 800.0, "recipe": "distill", "labelled": 500, "teacher_labelled": 4000, "teacher": "teacher"},
+    },
+    "metrics": {
+        **RUN["metrics"],
+        "bert": {**RUN["metrics"]["bert"], "eval": {**RUN["metrics"]["bert"]["eval"], "accuracy": 0.889}},
+        "teacher": {"eval": {**RUN["metrics"]["bert"]["eval"], "accuracy": 0.903}},
+    },
+}
+# A run recorded before the curve had seeds: one accuracy per model and size.
+OLD_CURVE_RUN = {
+    **RUN,
+    "metrics": {
+        **RUN["metrics"],
         "learning_curve": {
             "sizes": [100, 200, 500, 1000, 10000],
             "nbsvm": [0.55, 0.62, 0.78, 0.81, 0.85],
             "bert": [0.7, 0.82, 0.88, None, None],
         },
     },
-)
+}
 
 
 def explanation_figures(index: int, model: str) -> dict:
@@ -279,12 +312,12 @@ def explanation_figures(index: int, model: str) -> dict:
     )  # fmt: skip
 
 
-def build_web_database(path: Path) -> str:
-    """Create the fixture database as a SQLite file at ``path``; returns its URL."""
-    return fill_web_database(f"sqlite:///{path}")
+def build_web_database(path: Path, run: dict = RUN) -> str:
+    """Create the fixture database, with the run record ``run``, as a SQLite file at ``path``; returns its URL."""
+    return fill_web_database(f"sqlite:///{path}", run)
 
 
-def fill_web_database(url: str) -> str:
+def fill_web_database(url: str, run: dict = RUN) -> str:
     """Create the fixture database's schema and rows in the empty database at ``url``; returns ``url``."""
     engine = make_engine(url)
     migrate(engine)
@@ -337,7 +370,7 @@ def fill_web_database(url: str) -> str:
             session.flush()
             session.add(Prediction(review_id=review.id, model="bert", label=gold, p_positive=0.9 if gold == POS else 0.1))
             session.add(Prediction(review_id=review.id, model="nbsvm", label=NEG, p_positive=0.4))
-        session.add(Run(**RUN))
+        session.add(Run(**run))
     engine.dispose()
     return url
 
