@@ -438,10 +438,10 @@ def curve_rows(html: str) -> list[tuple[str, ...]]:
 
 
 def about_with_run(tmp_path, run: dict) -> tuple[str, dict]:
-    """The learning curve section of /about and the JSON twin, on a fixture database whose run record is ``run``."""
+    """/about and its JSON twin, on a fixture database whose run record is ``run``."""
     url = build_web_database(tmp_path / "textflix.db", run)
     with TestClient(create_app(Settings(database_url=url))) as client:
-        return curve_section(client.get("/about").text), get_json(client, "/about.json")
+        return client.get("/about").text, get_json(client, "/about.json")
 
 
 def test_about_draws_the_learning_curve_with_error_bars_and_a_table(web_client):
@@ -467,7 +467,8 @@ def test_about_draws_the_learning_curve_with_error_bars_and_a_table(web_client):
 
 
 def test_about_marks_a_distill_build_s_served_model_and_its_teacher(tmp_path):
-    html, data = about_with_run(tmp_path, DISTILL_RUN)
+    page, data = about_with_run(tmp_path, DISTILL_RUN)
+    html = curve_section(page)
     distilled, teacher = "BERT, distilled (500 labels + 4,000 unlabeled)", "teacher (all-mpnet-base-v2)"
     assert data["learning_curve"]["markers"] == [
         {"kind": "distill", "label": distilled, "size": 500, "accuracy": 0.889},
@@ -481,10 +482,15 @@ def test_about_marks_a_distill_build_s_served_model_and_its_teacher(tmp_path):
         (distilled, "0.889"),
         (teacher, "0.903"),
     ]
+    facts = page.split('<dl class="facts">')[1].split("</dl>")[0]
+    assert "for 2 epochs on the 500 labelled reviews plus 4,000 unlabeled reviews of the IMDB train split" in facts
+    assert "<dt>Teacher</dt><dd>The pretrained encoder <code>sentence-transformers/all-mpnet-base-v2</code>" in facts
+    assert "(temperature 1.62), fitted on 5 held-out folds of the training reviews" in facts
 
 
 def test_about_still_draws_a_curve_recorded_before_seeds(tmp_path):
-    html, data = about_with_run(tmp_path, OLD_CURVE_RUN)
+    page, data = about_with_run(tmp_path, OLD_CURVE_RUN)
+    html = curve_section(page)
     old = OLD_CURVE_RUN["metrics"]["learning_curve"]
     curve = data["learning_curve"]
     assert curve["sizes"] == old["sizes"] and curve["seeds"] == 1 and curve["markers"] == []

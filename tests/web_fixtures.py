@@ -269,7 +269,9 @@ DISTILL_RUN = {
         **RUN["steps"],
         "teacher": {"seconds": 900.0, "base_model": "sentence-transformers/all-mpnet-base-v2", "labelled": 500},
         "pseudo_label": {"seconds": 1500.0, "unlabeled": 4000, "labelled_by": "teacher"},
-        "bert": {"seconds": 800.0, "recipe": "distill", "labelled": 500, "teacher_labelled": 4000, "teacher": "teacher"},
+        "bert": {"seconds": 800.0, "recipe": "distill", "labelled": 500, "teacher_labelled": 4000, "teacher": "teacher",
+                 "epochs": 2},
+        "calibrate": {"seconds": 600.0, "folds": 5, "temperature": 1.62},
     },
     "metrics": {
         **RUN["metrics"],
