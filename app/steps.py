@@ -67,6 +67,7 @@ from model.trained import CLASSIFIERS, Classifier, model_dir
 
 log = logging.getLogger("textflix")
 PREDICT_CHUNK = 256  # reviews per model call and commit in the predict step
+TRAINING_FACTS = "training"  # the key of a trained model's step facts in its facts file
 CALIBRATION_DIR = "calibration"  # in the data directory: each fold's held-out scores
 PSEUDO_LABEL_CHUNK = 16  # unlabeled reviews per teacher call and commit (MPNet on 2 CPU cores: ~2 s)
 EXPLANATIONS = [*((model, SENTENCE) for model in MODELS), (WORD_LEVEL_MODEL, WORD)]
@@ -125,15 +126,15 @@ class Train(Step):
 
     def run(self, build: Pipeline) -> dict | None:
         directory = model_dir(build.settings.models_dir, self.name)
-        if self.up_to_date(build):
+        if self.up_to_date(build):  # e.g. by an earlier build into another database
             log.info("%s already trained in %s.", DISPLAY_NAMES.get(self.name, self.name), directory)
-            return None
+            return read_meta(directory).get(TRAINING_FACTS)
         started = time.perf_counter()
         config, facts = pretrained(build, self.config(build))
         _, texts, labels = build.training_set
         model = self.fit(build, config, texts, labels, build.progress)
         facts = {**facts, "labelled": len(texts), "seed": config.seed, **self.facts(build, config)}
-        model.save(directory, {"fingerprint": build.fingerprint(self.groups), **facts})
+        model.save(directory, {"fingerprint": build.fingerprint(self.groups), TRAINING_FACTS: facts, **facts})
         log.info("%s trained in %.0f s, saved to %s.", DISPLAY_NAMES.get(self.name, self.name),
                  time.perf_counter() - started, directory)  # fmt: skip
         return facts

@@ -74,3 +74,14 @@ def test_a_database_built_before_the_field_existed_counts_it_at_its_default(tmp_
 def test_a_list_setting_reads_from_the_environment_as_the_flag_does(monkeypatch, value, sizes):
     monkeypatch.setenv("TEXTFLIX_LEARNING_CURVE", value)
     assert Settings().learning_curve == sizes
+
+
+def test_a_model_trained_by_an_earlier_build_is_reused_with_its_facts(tmp_path, real_subset_archive):
+    data = tmp_path / "data"
+    first = build(real_subset_archive, data, lime_samples=64)
+    model_file = data / "models" / NBSVM / MODEL_META_FILE
+    trained_at = model_file.stat().st_mtime_ns
+    # another database in the same data directory, with other LIME settings: the model is current
+    second = build(real_subset_archive, data, lime_samples=128, database_url=f"sqlite:///{tmp_path / 'other.db'}")
+    assert model_file.stat().st_mtime_ns == trained_at
+    assert second.run_record().steps[NBSVM]["labelled"] == first.run_record().steps[NBSVM]["labelled"] == 20
