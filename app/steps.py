@@ -229,7 +229,9 @@ class TrainStudent(Train):
         )
 
     def facts(self, build: Pipeline, config: BertConfig) -> dict:
-        return {"recipe": DISTILL, "teacher": TEACHER, "teacher_labelled": len(self.pseudo_labels(build)),
+        with session_scope(build.engine) as session:
+            teacher_labelled = session.scalar(select(func.count()).select_from(PseudoLabel))
+        return {"recipe": DISTILL, "teacher": TEACHER, "teacher_labelled": teacher_labelled,
                 "epochs": config.epochs}  # fmt: skip
 
     @staticmethod
