@@ -229,9 +229,7 @@ class TrainStudent(Train):
         )
 
     def facts(self, build: Pipeline, config: BertConfig) -> dict:
-        with session_scope(build.engine) as session:
-            teacher_labelled = session.scalar(select(func.count()).select_from(PseudoLabel))
-        return {"recipe": DISTILL, "teacher": TEACHER, "teacher_labelled": teacher_labelled,
+        return {"recipe": DISTILL, "teacher": TEACHER, "teacher_labelled": len(self.pseudo_labels(build)),
                 "epochs": config.epochs}  # fmt: skip
 
     @staticmethod
