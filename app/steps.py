@@ -134,7 +134,9 @@ class Train(Step):
         _, texts, labels = build.training_set
         model = self.fit(build, config, texts, labels, build.progress)
         facts = {**facts, "labelled": len(texts), "seed": config.seed, **self.facts(build, config)}
-        model.save(directory, {"fingerprint": build.fingerprint(self.groups), TRAINING_FACTS: facts, **facts})
+        # the config's base_model names the checkpoint, not where this machine unpacked it
+        named = {"base_model": facts["base_model"]} if "base_model" in facts else {}
+        model.save(directory, {"fingerprint": build.fingerprint(self.groups), TRAINING_FACTS: facts, **named})
         log.info("%s trained in %.0f s, saved to %s.", DISPLAY_NAMES.get(self.name, self.name),
                  time.perf_counter() - started, directory)  # fmt: skip
         return facts
@@ -229,8 +231,9 @@ class TrainStudent(Train):
         )
 
     def facts(self, build: Pipeline, config: BertConfig) -> dict:
-        return {"recipe": DISTILL, "teacher": TEACHER, "teacher_labelled": len(self.pseudo_labels(build)),
-                "epochs": config.epochs}  # fmt: skip
+        with session_scope(build.engine) as session:
+            teacher_labelled = session.scalar(select(func.count()).select_from(PseudoLabel))
+        return {"recipe": DISTILL, "teacher": TEACHER, "teacher_labelled": teacher_labelled, "epochs": config.epochs}
 
     @staticmethod
     def pseudo_labels(build: Pipeline) -> list:
@@ -245,10 +248,10 @@ class Calibrate(Step):
     Each fold's scores are kept, so a killed build redoes at most one fold."""
 
     name = "calibrate"
-    reads = ("training reviews", "pseudo_labels")
 
     def __init__(self, trainer: Train):
         self.trainer = trainer
+        self.reads = trainer.reads  # it trains the same model again, fold by fold
         self.writes = (f"models/{trainer.name}: temperature",)
 
     def up_to_date(self, build: Pipeline) -> bool:

@@ -14,6 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+from tqdm import tqdm
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
@@ -23,6 +26,8 @@ from model.data import locate_archive, read_archive  # noqa: E402
 from model.metrics import classification_report  # noqa: E402
 from model.names import MODELS, TEACHER  # noqa: E402
 from model.trained import load_trained, model_dir  # noqa: E402
+
+CHUNK = 256  # reviews per model call, one progress step each
 
 
 def main() -> None:
@@ -41,7 +46,9 @@ def main() -> None:
         else:
             model = load_trained(name, settings.models_dir, device)
         started = time.perf_counter()
-        report = classification_report(gold, model.predict_proba(texts)[:, 1].tolist())
+        chunks = tqdm(range(0, len(texts), CHUNK), desc=f"Score {name}", unit="chunk")
+        p_positive = np.concatenate([model.predict_proba(texts[i : i + CHUNK])[:, 1] for i in chunks])
+        report = classification_report(gold, p_positive.tolist())
         print(
             f"{name}: accuracy {report['accuracy']:.4f}, ECE {report['ece']:.3f} on the {report['n']:,} test-split "
             f"reviews ({time.perf_counter() - started:.0f} s)",
