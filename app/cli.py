@@ -112,10 +112,12 @@ def explained(error: Exception) -> bool:
 
 
 def build(settings: Settings) -> int:
-    from app.pipeline import Pipeline
+    from app.pipeline import Pipeline, concrete_recipe
     from app.steps import build_steps
+    from model.bert import resolve_device
 
     quiet_transformers()
+    settings = concrete_recipe(settings, resolve_device(settings.device))
     record = Pipeline(settings, build_steps(settings.recipe)).run()
     print(summary(record, settings))
     return 0

@@ -28,13 +28,14 @@ from pathlib import Path
 import torch
 from sqlalchemy import select, text
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.db import Review, Run, display_url, latest_run, make_engine, migrate, session_scope, sqlite_path
 from app.settings import Settings
 from model import checkpoints
 from model.bert import resolve_device
 from model.checkpoints import Checkpoint
-from model.config import DISTILL, ConfigGroup, Sources, SplitConfig
+from model.config import AUTO, DISTILL, MPNET, PLAIN, ConfigGroup, Sources, SplitConfig
 from model.data import Splits, read_splits
 from model.names import TRAIN
 from model.trained import Classifier, ModelUnavailable, load_trained
@@ -45,6 +46,9 @@ BUILD_LOCK_FILE = "build.lock"  # in the data directory; a SQLite database gets 
 BUILD_HOLDER = "textflix build"  # how a lock names its holder: "textflix build (pid N on HOST)"
 # The key of the PostgreSQL advisory lock: fixed, derived from the name, positive.
 BUILD_LOCK_KEY = int.from_bytes(hashlib.sha256(b"textflix build").digest()[:8], "big") >> 1
+# What --recipe auto builds on CUDA, for each of these settings not given: the strong recipe,
+# serving a model of the teacher's size at the teacher's learning rate (issue: accuracy).
+CUDA_RECIPE = {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5}
 
 
 class BuildError(Exception):
@@ -209,6 +213,43 @@ class Pipeline:
             except ModelUnavailable as error:
                 raise BuildError(str(error)) from error
         return self._models[name]
+
+
+def concrete_recipe(settings: Settings, device: torch.device) -> Settings:
+    """``settings`` with --recipe auto made concrete before a build stores them: the recipe (and
+    CUDA_RECIPE's other settings) of the database's own build when there is one, otherwise
+    CUDA_RECIPE on a CUDA ``device`` and plain elsewhere. So a database built on a GPU is
+    carried on, or refused, as it was built, never rebuilt plain on a CPU without a word."""
+    if settings.recipe != AUTO:
+        return settings
+    given = settings.model_fields_set - {"recipe"}
+    stored = stored_build_config(settings.database)
+    if stored is not None:
+        # a record from before recipes existed keeps "auto", which every step builds as plain
+        chosen = {name: stored[name] for name in CUDA_RECIPE if name in stored and name not in given}
+    elif device.type == "cuda":
+        chosen = {name: value for name, value in CUDA_RECIPE.items() if name not in given}
+    else:
+        chosen = {"recipe": PLAIN}
+    recipe = chosen.get("recipe", PLAIN)
+    log.info("Recipe auto: %s (%s).", recipe, "the database's own" if stored is not None else f"on {device.type}")
+    return settings.model_copy(update=chosen)
+
+
+def stored_build_config(url: str) -> dict | None:
+    """The build config of the database's latest run record; None when there is none yet."""
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return None
+    engine = make_engine(url)
+    try:
+        with session_scope(engine) as session:
+            run = latest_run(session)
+            return dict(run.config) if run is not None else None
+    except SQLAlchemyError:  # no schema yet
+        return None
+    finally:
+        engine.dispose()
 
 
 @contextmanager

@@ -20,7 +20,7 @@ IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
 IMDB_BYTES = 84_125_825
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET = "sentence-transformers/all-mpnet-base-v2"
-PLAIN, DISTILL = "plain", "distill"  # RecipeConfig.recipe
+AUTO, PLAIN, DISTILL = "auto", "plain", "distill"  # RecipeConfig.recipe
 
 
 class ConfigGroup(BaseModel):
@@ -129,11 +129,12 @@ class RecipeConfig(Seeded):
 
     shapes_build = True
 
-    recipe: Literal["plain", "distill"] = Field(
-        PLAIN,
+    recipe: Literal["auto", "plain", "distill"] = Field(
+        AUTO,
         description="plain: fine-tune --base-model on the labelled reviews. distill: fine-tune --teacher-model "
         "on them, let it label --unlabeled reviews of train/unsup, and train --base-model (the served BERT) "
-        "on the labelled reviews plus the teacher's soft labels.",
+        "on the labelled reviews plus the teacher's soft labels. auto: the database's own recipe when it has "
+        "one; else distill on CUDA, serving a model of the teacher's size, and plain elsewhere.",
     )
     unlabeled: int = Field(
         4000, ge=0, description="Unlabeled reviews (a seeded sample of train/unsup) the teacher labels."

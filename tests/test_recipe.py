@@ -11,8 +11,12 @@ import tarfile
 import time
 
 import pytest
+import torch
 
-from model.config import MINILM
+from app.db import Run, make_engine, migrate, session_scope
+from app.pipeline import concrete_recipe
+from app.settings import Settings
+from model.config import DISTILL, MINILM, MPNET, PLAIN
 from model.data import RawReview, read_unlabeled, sample_unlabeled
 from model.names import MODEL_META_FILE
 from tests.conftest import ROOT, SUBSET_UNSUP, write_archive
@@ -105,3 +109,26 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     assert metrics["teacher"]["eval"]["n"] == 20 and 0 <= metrics["bert"]["eval"]["accuracy"] <= 1
     student = json.loads((data / "models" / "bert" / MODEL_META_FILE).read_text())
     assert student["base_model"] == MINILM and student["epochs"] == 1
+
+
+def test_recipe_auto_is_made_concrete_before_a_build_stores_it(tmp_path):
+    """--recipe auto: distill at MPNet size on CUDA (settings given keep their value), plain on a
+    CPU, and a database's own recipe wherever it is carried on. The CUDA branch needs no GPU:
+    it is chosen from the device, which is only compared here."""
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    fresh = Settings(data_dir=tmp_path / "fresh")
+    assert concrete_recipe(fresh, cpu).recipe == PLAIN
+    on_gpu = concrete_recipe(fresh, cuda)
+    assert (on_gpu.recipe, on_gpu.base_model, on_gpu.learning_rate) == (DISTILL, MPNET, 5e-5)
+    given = concrete_recipe(Settings(data_dir=tmp_path / "fresh", base_model=MINILM), cuda)
+    assert (given.recipe, given.base_model) == (DISTILL, MINILM)
+    assert concrete_recipe(Settings(data_dir=tmp_path / "fresh", recipe=PLAIN), cuda).recipe == PLAIN
+
+    built_on_gpu = Settings(data_dir=tmp_path / "gpu")
+    engine = make_engine(built_on_gpu.database)
+    migrate(engine)
+    with session_scope(engine) as session:
+        session.add(Run(config=on_gpu.build_config(), steps={}, counts={}, metrics={}))
+    engine.dispose()
+    carried_on = concrete_recipe(built_on_gpu, cpu)
+    assert (carried_on.recipe, carried_on.base_model, carried_on.learning_rate) == (DISTILL, MPNET, 5e-5)
