@@ -211,8 +211,11 @@ buildah config \
     --env TEXTFLIX_MAX_WORDS=60 --env TEXTFLIX_LIME_SAMPLES=8 --env TEXTFLIX_WORD_LIME_SAMPLES=20 \
     --env TEXTFLIX_FAITHFULNESS_DRAWS=1 \
     --env TEXTFLIX_HOST=127.0.0.1 --env TEXTFLIX_PORT="$port" \
+    --env TEXTFLIX_DATA_DIR=/srv/textflix-data \
     "$ctr"
-mounts=(-v "$data:/app/data" -v "$SHARED/aclImdb_v1.tar.gz:/srv/imdb/aclImdb_v1.tar.gz:ro"
+# The data directory is mounted beside /app/data, not on it: `buildah run` (1.28) mounts the image's
+# own volume there too, and which of the two a run sees changes from run to run.
+mounts=(-v "$data:/srv/textflix-data" -v "$SHARED/aclImdb_v1.tar.gz:/srv/imdb/aclImdb_v1.tar.gz:ro"
         -v "$SHARED/movies.tsv:/srv/imdb/movies.tsv:ro")
 
 step "in the container: textflix build (tiny profile)"
@@ -352,7 +355,7 @@ print(make_url(url).update_query_dict({"options": f"-csearch_path={schema}"}).re
     for replica in 1 2; do
         replica_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
         step "in the container: replica $replica, textflix serve on 127.0.0.1:$replica_port, data read-only"
-        setsid buildah run -v "$data:/app/data:ro" -e TEXTFLIX_DATABASE_URL="$pg_url" -e TEXTFLIX_PORT="$replica_port" \
+        setsid buildah run -v "$data:/srv/textflix-data:ro" -e TEXTFLIX_DATABASE_URL="$pg_url" -e TEXTFLIX_PORT="$replica_port" \
             -e TEXTFLIX_API_TOKEN="$token" "$ctr" -- textflix serve >"$CACHE/replica-$replica.log" 2>&1 &
         servers+=($!)
         replica_ports+=("$replica_port")
@@ -391,16 +394,19 @@ def check(name, ok, detail):
     print(f"ok   {name}: {detail}")
 
 
+def healthy(base):
+    try:
+        status, body = request(base, "GET", "/api/health", timeout=5)
+        return status == 200 and json.loads(body)["status"] == "ok"
+    except OSError:  # not listening yet
+        return False
+
+
 start = time.monotonic()
 for base in bases:
-    while True:
-        try:
-            status, body = request(base, "GET", "/api/health", timeout=5)
-            if status == 200 and json.loads(body)["status"] == "ok":
-                break
-        except OSError:  # not listening yet
-            pass
-        check("replicas start", time.monotonic() - start < 300, f"{base} not healthy within 300 s")
+    while not healthy(base):
+        if time.monotonic() - start > 300:
+            check("replicas start", False, f"{base} is not healthy after 300 s: {request(base, 'GET', '/api/health')}")
         time.sleep(1)
 check("replicas start", True, f"both healthy after {time.monotonic() - start:.0f} s")
 
