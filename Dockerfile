@@ -37,9 +37,10 @@ RUN pip install "torch==${TORCH_VERSION}" \
         ${TORCH_INDEX:+--index-url "$TORCH_INDEX"} ${TORCH_WHEELS:+--find-links "$TORCH_WHEELS"} \
     && rm -rf /opt/venv/lib/python3*/site-packages/torch/include /opt/venv/lib/python3*/site-packages/torch/test
 WORKDIR /app
-# The dependencies in a layer of their own, which changes to the code leave alone.
+# The dependencies in a layer of their own, which changes to the code leave alone, with the
+# PostgreSQL driver (the `postgres` extra) for TEXTFLIX_DATABASE_URL=postgresql+psycopg://...
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" \
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print(*p['dependencies'], *p['optional-dependencies']['postgres'], sep='\n')" \
         >/tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
 COPY README.md ./
@@ -50,7 +51,7 @@ COPY static static
 # Editable: the site finds templates/ and static/ beside the app package, in /app.
 RUN pip install --no-deps -e . && rm -rf textflix.egg-info build \
     && python -m compileall -q app model \
-    && python -c "import torch, app.main; print('torch', torch.__version__)" \
+    && python -c "import torch, psycopg, app.main; print('torch', torch.__version__, 'psycopg', psycopg.__version__)" \
     && mkdir data && chown textflix:textflix data
 
 USER textflix

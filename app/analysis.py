@@ -33,6 +33,8 @@ import heapq
 import itertools
 import logging
 import math
+import os
+import resource
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -339,8 +341,16 @@ def load_analyzer(settings: Settings) -> Analyzer:
         import torch
 
         name = f"{device} ({torch.cuda.get_device_name(device)})"
-    log.info("Models loaded from %s on %s in %.1f s.", settings.models_dir, name, time.perf_counter() - started)
+    log.info(
+        "Models loaded from %s on %s in %.1f s; this server process (pid %d) holds %s MB of memory at its peak.",
+        settings.models_dir, name, time.perf_counter() - started, os.getpid(), f"{peak_memory_mb():,.0f}",
+    )  # fmt: skip
     return ModelAnalyzer(models, settings, name, settings.batch_max_weight or CALL_WEIGHT[device.type])
+
+
+def peak_memory_mb() -> float:
+    """The most memory this process has held so far, in MB (Linux counts ``ru_maxrss`` in kilobytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1000
 
 
 class LimeCall:

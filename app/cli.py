@@ -7,11 +7,12 @@ and the environment variable ``TEXTFLIX_DATA_DIR``; a flag beats the variable.
 import argparse
 import json
 import logging
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from app.db import display_url
 from app.export import WRITERS
@@ -41,6 +42,9 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
     ],
 }
 BUILDING = {"build", "up"}
+# uvicorn restarts a worker that does not answer its supervisor's ping within this many seconds
+# (its default, 5, is short for a worker whose CPU is busy with model calls).
+WORKER_PING_TIMEOUT_S = 30
 log = logging.getLogger("textflix")
 
 
@@ -79,8 +83,7 @@ def main(argv: list[str] | None = None, settings_type: type[Settings] = Settings
     args = vars(parser(settings_type).parse_args(argv))
     command = args.pop("command")
     options = {kwargs["dest"]: args.pop(kwargs["dest"]) for _, kwargs in OPTIONS.get(command, ())}
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure_logging()
     try:
         settings = settings_type(**args)
     except ValidationError as error:
@@ -97,6 +100,11 @@ def main(argv: list[str] | None = None, settings_type: type[Settings] = Settings
             raise
         print(f"textflix: error: {error}", file=sys.stderr)
         return 1
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def explained(error: Exception) -> bool:
@@ -137,8 +145,60 @@ def serve(settings: Settings) -> int:
     from app.main import create_app
 
     quiet_transformers()
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port)
+    if settings.workers == 1:
+        uvicorn.run(create_app(settings), host=settings.host, port=settings.port)
+        return 0
+    hand_to_workers(settings)
+    log.info(
+        "Serving on http://%s:%d with %d worker processes; each loads its own copy of the models (%s MB of model "
+        "files; each worker logs its memory once they are loaded) and has its own micro-batcher and its own "
+        "%s model passes in flight (TEXTFLIX_MAX_WORK_IN_FLIGHT).",
+        settings.host, settings.port, settings.workers, f"{files_size(settings.models_dir) / 1e6:,.0f}",
+        f"{settings.max_work_in_flight:,}",
+    )  # fmt: skip
+    uvicorn.run(
+        "app.cli:worker_app", factory=True, host=settings.host, port=settings.port, workers=settings.workers,
+        timeout_worker_healthcheck=WORKER_PING_TIMEOUT_S,
+    )  # fmt: skip
     return 0
+
+
+def worker_app():
+    """The app of one worker process of ``serve --workers N``, with the settings ``serve`` left in the environment."""
+    from app.main import create_app
+
+    configure_logging()
+    quiet_transformers()
+    return create_app(Settings())
+
+
+def worker_environment(settings: Settings) -> dict[str, str | None]:
+    """The ``TEXTFLIX_*`` variables from which ``Settings()`` rebuilds ``settings`` (None: unset)."""
+    environment = {}
+    for name, value in settings.model_dump(mode="json").items():
+        secret = getattr(settings, name)
+        if isinstance(secret, SecretStr):
+            value = secret.get_secret_value()
+        environment[f"TEXTFLIX_{name.upper()}"] = value if value is None or isinstance(value, str) else json.dumps(value)
+    return environment
+
+
+def hand_to_workers(settings: Settings) -> None:
+    """Put ``settings`` in this process's environment, which uvicorn's worker processes inherit."""
+    for variable, value in worker_environment(settings).items():
+        if value is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = value
+    rebuilt = Settings()
+    lost = [name for name in Settings.model_fields if getattr(rebuilt, name) != getattr(settings, name)]
+    if lost:
+        raise CommandError(f"The worker processes would not get the same {', '.join(lost)}; run one worker.")
+
+
+def files_size(directory: Path) -> int:
+    """Bytes in the files under ``directory`` (0 when it is missing)."""
+    return sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
 
 
 def up(settings: Settings) -> int:

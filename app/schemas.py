@@ -304,9 +304,14 @@ class Health(BaseModel):
     models: dict[str, bool]
     models_problem: str | None = None
     device: str | None = None
-    work_in_flight: int | None = Field(None, description="Model passes of the analyses under way.")
+    work_in_flight: int | None = Field(None, description="Model passes of the analyses under way in this process.")
     batch_window_ms: float
     batching: bool
+    host: str = Field(description="The machine (or container) that answered.")
+    pid: int = Field(
+        description="The server process that answered: with several servers or `--workers`, each process has "
+        "its own models, micro-batcher and work in flight."
+    )
 
 
 # --- export ---------------------------------------------------------------------------------

@@ -73,6 +73,11 @@ class CurveConfig(ConfigGroup):
 class Server(ConfigGroup):
     host: str = Field("127.0.0.1", description="Address the server listens on.")
     port: int = Field(8000, description="Port the server listens on.")
+    workers: int = Field(
+        1, ge=1,
+        description="Server processes sharing the port; each loads its own copy of the models and has its own "
+        "micro-batcher and TEXTFLIX_MAX_WORK_IN_FLIGHT.",
+    )  # fmt: skip
 
 
 class ApiLimits(ConfigGroup):
@@ -107,8 +112,8 @@ class ApiLimits(ConfigGroup):
     )
     max_work_in_flight: int = Field(
         8192, ge=1,
-        description="Model passes (texts, plus LIME samples of explained texts) the server works on at once; "
-        "a request beyond them gets 429 with Retry-After.",
+        description="Model passes (texts, plus LIME samples of explained texts) each server process works on at "
+        "once; a request beyond them gets 429 with Retry-After.",
     )  # fmt: skip
     batch_max_weight: float | None = Field(
         None, ge=1,

@@ -13,7 +13,10 @@
 # 5. in a container of the image, `textflix build` on a tiny profile from the shared IMDB
 #    archive (mounted read-only), then `textflix serve` on a free loopback port, and from
 #    outside: GET /api/health, the image's own HEALTHCHECK command, the dashboard, a title page,
-#    POST /api/predict without the token (401) and with it (200), with explanations.
+#    POST /api/predict without the token (401) and with it (200), with explanations;
+# 6. with TEXTFLIX_TEST_POSTGRES_URL set (CI sets it): `textflix build` into a schema of its own
+#    on that PostgreSQL, two containers serving it (data read-only, one token), and reviews
+#    posted to either show on both (README, "Running several servers").
 # Everything it starts is stopped and removed on exit; the base and the built image stay
 # (localhost/textflix:ci; `podman images` shows its size). Any failed check exits non-zero.
 # `podman run` does not work on these machines (cgroups v1, RLIMIT_NOFILE), so containers
@@ -154,14 +157,16 @@ echo "HEALTHCHECK: $healthcheck"
 
 ctr=
 server=
+servers=()
 data=
+stop_group() {  # a server's process group: buildah and what it started
+    kill -TERM -- "-$1" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 -- "-$1" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL -- "-$1" 2>/dev/null || true
+}
 cleanup() {
     local status=$?
-    if [ -n "$server" ]; then  # the server's process group: buildah and what it started
-        kill -TERM -- "-$server" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 -- "-$server" 2>/dev/null || break; sleep 0.2; done
-        kill -KILL -- "-$server" 2>/dev/null || true
-    fi
+    for pid in "${servers[@]}"; do stop_group "$pid"; done
     [ -z "$ctr" ] || buildah rm "$ctr" >/dev/null 2>&1 || true
     [ -z "$data" ] || rm -rf "$data"
     exit "$status"
@@ -206,8 +211,11 @@ buildah config \
     --env TEXTFLIX_MAX_WORDS=60 --env TEXTFLIX_LIME_SAMPLES=8 --env TEXTFLIX_WORD_LIME_SAMPLES=20 \
     --env TEXTFLIX_FAITHFULNESS_DRAWS=1 \
     --env TEXTFLIX_HOST=127.0.0.1 --env TEXTFLIX_PORT="$port" \
+    --env TEXTFLIX_DATA_DIR=/srv/textflix-data \
     "$ctr"
-mounts=(-v "$data:/app/data" -v "$SHARED/aclImdb_v1.tar.gz:/srv/imdb/aclImdb_v1.tar.gz:ro"
+# The data directory is mounted beside /app/data, not on it: `buildah run` (1.28) mounts the image's
+# own volume there too, and which of the two a run sees changes from run to run.
+mounts=(-v "$data:/srv/textflix-data" -v "$SHARED/aclImdb_v1.tar.gz:/srv/imdb/aclImdb_v1.tar.gz:ro"
         -v "$SHARED/movies.tsv:/srv/imdb/movies.tsv:ro")
 
 step "in the container: textflix build (tiny profile)"
@@ -220,6 +228,7 @@ step "in the container: textflix serve on 127.0.0.1:$port"
 setsid buildah run "${mounts[@]}" -e TEXTFLIX_API_TOKEN="$token" "$ctr" -- textflix serve \
     >"$CACHE/serve.log" 2>&1 &
 server=$!
+servers+=("$server")
 
 step "HTTP checks from outside the container"
 python3 - "$port" "$token" "$server" "$CACHE/serve.log" <<'EOF' || fail "HTTP checks (server log above)"
@@ -318,5 +327,126 @@ EOF
 step "in the container: the image's HEALTHCHECK command"
 buildah run -e TEXTFLIX_PORT="$port" "$ctr" -- sh -c "$healthcheck" || fail "the HEALTHCHECK command failed"
 echo "HEALTHCHECK exit 0"
+
+# --- 6. several servers on one PostgreSQL -------------------------------------------------------
+if [ -z "${TEXTFLIX_TEST_POSTGRES_URL:-}" ]; then
+    step "several servers on PostgreSQL: skipped (TEXTFLIX_TEST_POSTGRES_URL is not set)"
+else
+    stop_group "$server"  # the SQLite server is done: its CPU goes to the two below
+    schema=textflix_ci_replicas
+    in_container_python() { buildah run "$ctr" -- python -c "$1" "$TEXTFLIX_TEST_POSTGRES_URL" "$schema"; }
+    step "in the container: an empty schema $schema in the CI PostgreSQL database"
+    pg_url=$(in_container_python '
+import sys
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+url, schema = sys.argv[1:]
+with create_engine(url).begin() as connection:
+    connection.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+    connection.execute(text(f"CREATE SCHEMA {schema}"))
+print(make_url(url).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False))
+') || fail "creating the schema (is the PostgreSQL of TEXTFLIX_TEST_POSTGRES_URL running?)"
+
+    step "in the container: textflix build into PostgreSQL (the models of step 5 are reused)"
+    buildah run "${mounts[@]}" -e TEXTFLIX_DATABASE_URL="$pg_url" "$ctr" -- textflix build 2>&1 \
+        | awk -F'\r' '{ print $NF }' || fail "textflix build into PostgreSQL"
+
+    replica_ports=()
+    for replica in 1 2; do
+        replica_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        step "in the container: replica $replica, textflix serve on 127.0.0.1:$replica_port, data read-only"
+        setsid buildah run -v "$data:/srv/textflix-data:ro" -e TEXTFLIX_DATABASE_URL="$pg_url" -e TEXTFLIX_PORT="$replica_port" \
+            -e TEXTFLIX_API_TOKEN="$token" "$ctr" -- textflix serve >"$CACHE/replica-$replica.log" 2>&1 &
+        servers+=($!)
+        replica_ports+=("$replica_port")
+    done
+
+    step "HTTP checks: reviews posted to either replica show on both"
+    python3 - "$token" "$CACHE/replica-1.log" "$CACHE/replica-2.log" "${replica_ports[@]}" <<'PY' \
+        || fail "replica checks (server logs above)"
+import json, sys, time, urllib.error, urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+token, logs, ports = sys.argv[1], sys.argv[2:4], sys.argv[4:]
+bases = [f"http://127.0.0.1:{port}" for port in ports]
+POSTS = 20
+
+
+def request(base, method, path, body=None, token=None, timeout=120):
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(base + path, data, headers, method=method), timeout=timeout) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def check(name, ok, detail):
+    if not ok:
+        print(f"FAIL {name}: {detail}")
+        for log in logs:
+            print(f"--- {log} (last lines):")
+            print("".join(open(log, errors="replace").readlines()[-20:]))
+        sys.exit(1)
+    print(f"ok   {name}: {detail}")
+
+
+def healthy(base):
+    try:
+        status, body = request(base, "GET", "/api/health", timeout=5)
+        return status == 200 and json.loads(body)["status"] == "ok"
+    except OSError:  # not listening yet
+        return False
+
+
+start = time.monotonic()
+for base in bases:
+    while not healthy(base):
+        if time.monotonic() - start > 300:
+            check("replicas start", False, f"{base} is not healthy after 300 s: {request(base, 'GET', '/api/health')}")
+        time.sleep(1)
+check("replicas start", True, f"both healthy after {time.monotonic() - start:.0f} s")
+
+status, body = request(bases[0], "GET", "/api/movies")
+title = json.loads(body)["titles"][0]["title_id"]
+for base in bases:
+    status, body = request(base, "POST", "/api/reviews", {"text": "No token. Not stored.", "title_id": title})
+    check(f"POST /api/reviews without the token to {base}", status == 401, status)
+
+texts = [f"Replica review {i}: the acting was {'superb' if i % 2 else 'dreadful'}." for i in range(POSTS)]
+with ThreadPoolExecutor(POSTS) as pool:
+    answers = list(pool.map(
+        lambda i: request(bases[i % 2], "POST", "/api/reviews", {"text": texts[i], "title_id": title}, token=token),
+        range(POSTS)))
+check(f"{POSTS} reviews posted at once, to each replica in turn", all(s == 201 for s, _ in answers),
+      sorted({s for s, _ in answers}))
+posted = {json.loads(body)["id"]: text for (_, body), text in zip(answers, texts)}
+check("each has its own id", len(posted) == POSTS, sorted(posted))
+
+for base in bases:
+    listed, page, pages = {}, 1, 1
+    while page <= pages:
+        status, body = request(base, "GET", f"/api/movies/{title}?per_page=100&page={page}")
+        answer = json.loads(body)
+        listed.update({r["id"]: r["text"] for r in answer["reviews"] if r["source"] == "user"})
+        page, pages = page + 1, answer["pagination"]["pages"]
+    check(f"GET /api/movies/{title} on {base}", all(listed.get(i) == t for i, t in posted.items()),
+          f"lists all {POSTS}")
+    shown = [request(base, "GET", f"/reviews/{i}") for i in posted]
+    check(f"GET /reviews/{{id}} on {base}", all(s == 200 and posted[i] in html for i, (s, html) in zip(posted, shown)),
+          f"all {POSTS} review pages show their text")
+PY
+
+    in_container_python '
+import sys
+from sqlalchemy import create_engine, text
+url, schema = sys.argv[1:]
+with create_engine(url).begin() as connection:
+    connection.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+' || fail "dropping the schema $schema"
+fi
 
 step "container step passed: $IMAGE, $(podman images --format '{{.Size}}' "$IMAGE")"

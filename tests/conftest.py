@@ -3,13 +3,19 @@
 import io
 import os
 import re
+import signal
 import socket
+import subprocess
+import sys
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -81,6 +87,36 @@ def real_subset_archive(tmp_path_factory) -> Path:
     return write_archive(tmp_path_factory.mktemp("imdb") / "aclImdb_v1.tar.gz", files)
 
 
+def _short_train_reviews(real_reviews, per_class: int) -> list:
+    chosen = {"positive": [], "negative": []}
+    for review in real_reviews:
+        if review.split == "train" and len(review.text) < 1200 and len(chosen[review.label]) < per_class:
+            chosen[review.label].append(review)
+    return [r for pair in zip(chosen["positive"], chosen["negative"]) for r in pair]
+
+
+@pytest.fixture(scope="session")
+def api_data_dir(tmp_path_factory, real_reviews) -> Path:
+    """A data dir with real trained models (models/nbsvm, models/bert) and the fixture database."""
+    import torch
+
+    from model.config import MINILM, BertConfig, NbsvmConfig
+    from model.trained import CLASSIFIERS
+    from tests.web_fixtures import build_web_database
+
+    data_dir = tmp_path_factory.mktemp("api-data")
+    reviews = _short_train_reviews(real_reviews, 30)
+    configs = {
+        "nbsvm": (reviews, NbsvmConfig(nbsvm_c=0.1, seed=0)),
+        "bert": (reviews[:8], BertConfig(base_model=MINILM, epochs=1, batch_size=8, max_length=64, seed=0)),
+    }
+    for name, (train, config) in configs.items():
+        model = CLASSIFIERS[name].train([r.text for r in train], [r.label for r in train], config, torch.device("cpu"), False)
+        model.save(data_dir / "models" / name)
+    build_web_database(data_dir / "textflix.db")
+    return data_dir
+
+
 @contextmanager
 def serve_in_thread(app, start_timeout: float = 120):
     """Serve ``app`` with uvicorn on a free localhost port in a thread; yields its base URL."""
@@ -120,3 +156,71 @@ def empty_postgresql() -> str:
         connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
     engine.dispose()
     return url
+
+
+@dataclass
+class ServerProcess:
+    """A ``textflix serve`` process started by ``serve_process``."""
+
+    url: str
+    process: subprocess.Popen
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_until_loaded(self, timeout: float = 120) -> None:
+        """Return once ``/api/health`` says the models are loaded; fail if the server exits or takes too long."""
+        deadline = time.monotonic() + timeout
+        while not models_loaded(self.url):
+            assert self.process.poll() is None, f"the server exited:\n{self.output()}"
+            assert time.monotonic() < deadline, f"the server did not start in {timeout} s:\n{self.output()}"
+            time.sleep(0.2)
+
+
+def models_loaded(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/api/health", timeout=2).json()["models"]["bert"]
+    except httpx.HTTPError:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def serve_process(
+    data_dir: Path, database_url: str, log: Path, *flags: str, env: dict[str, str] | None = None, wait: bool = True
+) -> Iterator[ServerProcess]:
+    """``python -m app.cli serve`` on a free localhost port, a real process (group) of its own, yielded
+    once its models are loaded (at once with ``wait=False``); its output goes to ``log``. Stopped at
+    the end: SIGTERM, then SIGKILL to its whole process group (its workers too)."""
+    port = free_port()
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **(env or {})}
+    command = [
+        sys.executable, "-m", "app.cli", "serve", "--data-dir", str(data_dir), "--database", database_url,
+        "--port", str(port), "--device", "cpu", *flags,
+    ]  # fmt: skip
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    server = ServerProcess(f"http://127.0.0.1:{port}", process, log)
+    try:
+        if wait:
+            server.wait_until_loaded()
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the group
+        except ProcessLookupError:
+            pass
+        process.wait()

@@ -1,19 +1,15 @@
 """The JSON API over HTTP, with real models trained here on a handful of real reviews.
 
-A session fixture trains NB-SVM on 60 real reviews and fine-tunes the packaged MiniLM
-for one epoch on 8 (max length 64), next to the page-test database (``web_fixtures``);
-a uvicorn server in a thread serves that app for the tests. Bad input, auth and a
-missing model use their own small apps with ``TestClient``.
+A session fixture (``api_data_dir``, in conftest) trains NB-SVM on 60 real reviews and
+fine-tunes the packaged MiniLM for one epoch on 8 (max length 64), next to the page-test
+database (``web_fixtures``); a uvicorn server in a thread serves that app for the tests.
+Bad input, auth and a missing model use their own small apps with ``TestClient``.
 """
 
 import asyncio
 import json
-import os
 import signal
-import socket
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,9 +21,8 @@ from fastapi.testclient import TestClient
 from app.analysis import MicroBatcher
 from app.main import create_app
 from app.settings import Settings
-from model.config import MINILM, BertConfig, NbsvmConfig
 from model.quality import QUALITY_FIELDS, fit_reading, is_weak
-from tests.conftest import ROOT, serve_in_thread
+from tests.conftest import serve_in_thread, serve_process
 from tests.web_fixtures import FakeAnalyzer, build_web_database, explanation_figures, use_analyzer
 
 TITLE = "tt0100001"  # catalogue titles of the fixture database
@@ -44,34 +39,6 @@ LIME_SAMPLES = 16
 # --- fixtures -------------------------------------------------------------------------------
 
 
-def _short_train_reviews(real_reviews, per_class: int) -> list:
-    chosen = {"positive": [], "negative": []}
-    for review in real_reviews:
-        if review.split == "train" and len(review.text) < 1200 and len(chosen[review.label]) < per_class:
-            chosen[review.label].append(review)
-    return [r for pair in zip(chosen["positive"], chosen["negative"]) for r in pair]
-
-
-@pytest.fixture(scope="session")
-def api_data_dir(tmp_path_factory, real_reviews) -> Path:
-    """A data dir with real trained models (models/nbsvm, models/bert) and the fixture database."""
-    import torch
-
-    from model.trained import CLASSIFIERS
-
-    data_dir = tmp_path_factory.mktemp("api-data")
-    reviews = _short_train_reviews(real_reviews, 30)
-    configs = {
-        "nbsvm": (reviews, NbsvmConfig(nbsvm_c=0.1, seed=0)),
-        "bert": (reviews[:8], BertConfig(base_model=MINILM, epochs=1, batch_size=8, max_length=64, seed=0)),
-    }
-    for name, (train, config) in configs.items():
-        model = CLASSIFIERS[name].train([r.text for r in train], [r.label for r in train], config, torch.device("cpu"), False)
-        model.save(data_dir / "models" / name)
-    build_web_database(data_dir / "textflix.db")
-    return data_dir
-
-
 def api_settings(data_dir: Path, **changes) -> Settings:
     # room for the 200 explained reviews of test_200_concurrent_posts_store_200_reviews at once
     values = dict(
@@ -79,12 +46,6 @@ def api_settings(data_dir: Path, **changes) -> Settings:
         max_work_in_flight=16_384,
     )  # fmt: skip
     return Settings(**{**values, **changes})
-
-
-def free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    return sock
 
 
 @pytest.fixture(scope="session")
@@ -691,34 +652,11 @@ def client_count_on_page(api_url: str, title_id: str) -> int:
 
 def test_a_stored_review_survives_a_crash_right_after_the_201(api_data_dir, tmp_path):
     url = build_web_database(tmp_path / "crash.db")
-    sock = free_socket()
-    port = sock.getsockname()[1]
-    sock.close()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TEXTFLIX_LIME_SAMPLES": "8"}
-    env.pop("TEXTFLIX_API_TOKEN", None)
-    command = [
-        sys.executable, "-m", "app.cli", "serve", "--data-dir", str(api_data_dir), "--database", url,
-        "--port", str(port), "--device", "cpu",
-    ]  # fmt: skip
-    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, server.stderr.read().decode()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).json()["models"]["bert"]:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.2)
-        text = "Saved before the answer. Then the server died."
-        response = httpx.post(f"http://127.0.0.1:{port}/api/reviews", json={"text": text, "title_id": TITLE}, timeout=60)
-        server.send_signal(signal.SIGKILL)  # as abrupt as a power cut, right after the 201
-        server.wait(10)
-    finally:
-        server.kill()
-        server.wait()
+    text = "Saved before the answer. Then the server died."
+    with serve_process(api_data_dir, url, tmp_path / "serve.log", env={"TEXTFLIX_LIME_SAMPLES": "8"}) as server:
+        response = httpx.post(f"{server.url}/api/reviews", json={"text": text, "title_id": TITLE}, timeout=60)
+        server.process.send_signal(signal.SIGKILL)  # as abrupt as a power cut, right after the 201
+        server.process.wait(10)
     assert response.status_code == 201
     review_id = response.json()["id"]
     stored = query(tmp_path / "crash.db", "SELECT text, source FROM reviews WHERE id = ?", review_id)

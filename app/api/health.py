@@ -1,6 +1,8 @@
-"""GET /api/health: database reachable, models loaded, on which device."""
+"""GET /api/health: database reachable, models loaded, on which device, in which process."""
 
 import logging
+import os
+import socket
 
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import text
@@ -34,7 +36,7 @@ def database_reachable(request: Request, settings: Settings) -> bool:
 def health(
     request: Request, settings: Settings = Depends(get_settings), analyzer: Analyzer = Depends(get_analyzer)
 ) -> dict:
-    """Health check: database reachable, models loaded, on which device."""
+    """Health check: database reachable, models loaded, on which device, in which process."""
     reachable = database_reachable(request, settings)
     loaded = analyzer.problem is None
     info = analyzer.info()
@@ -47,4 +49,6 @@ def health(
         "work_in_flight": info.get("work_in_flight"),
         "batch_window_ms": settings.batch_window_ms,
         "batching": settings.batch_window_ms > 0,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
     }
