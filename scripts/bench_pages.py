@@ -42,6 +42,7 @@ from app.db import (  # noqa: E402
 )
 from app.main import create_app  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from model.quality import QUALITY_FIELDS  # noqa: E402
 
 VOCABULARY = (
     "the film story acting plot great boring wonderful awful slow funny sad music scenes "
@@ -58,6 +59,7 @@ def _sentence(rng: random.Random) -> str:
 def explanation_row(rng: random.Random, review_id: int, model: str, level: str, sentences: int) -> dict:
     """A synthetic explanation with LIME's fit and, at sentence level, its quality figures."""
     row = dict(review_id=review_id, model=model, level=level, samples=512, intercept=rng.gauss(0, 0.5), score=rng.random())
+    row.update(dict.fromkeys(QUALITY_FIELDS), target=None)  # one set of columns for every row of the insert
     if level == "sentence":
         row.update(
             target="log_odds", stability=rng.random(), top_k=max(1, sentences // 5),
