@@ -7,6 +7,7 @@ string (``app.view``). Templates are in ``templates/``, CSS and JS in ``static/`
 """
 
 import math
+from dataclasses import replace
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -61,11 +62,52 @@ router = APIRouter(include_in_schema=False)
 # twin (the lower one) is registered first: "/movies/{title_id}" would swallow "x.json".
 
 
+MAX_PAGE = 1_000_000  # as the API's page numbers
+MAX_SEARCH_CHARS = 200
+
+
+def dashboard_view(request: Request) -> View:
+    """The view of the dashboard, with its title search (``q``) and page number, which must be
+    a whole number from 1 (``AppError`` 422 naming the parameter otherwise)."""
+    query = request.query_params
+    search = query.get("q", "").strip()
+    if len(search) > MAX_SEARCH_CHARS:
+        raise AppError.one(
+            422, "q", f"A title search is at most {MAX_SEARCH_CHARS} characters; got {len(search):,}.", MAX_SEARCH_CHARS
+        )
+    given = query.get("page", "1").strip() or "1"
+    if not given.isascii() or not given.isdigit() or not 1 <= int(given) <= MAX_PAGE:
+        raise AppError.one(
+            422, "page", f"The page number is a whole number from 1 to {MAX_PAGE:,}; got {given[:20]!r}.", MAX_PAGE
+        )
+    return replace(View.from_request(request), q=search, page=int(given))
+
+
+def page_links(request: Request, view: View, pagination: dict) -> dict:
+    """Links to the pages before and after, in the format of this answer (None at either end)."""
+    path = route_path(request.scope)
+    page, pages = pagination["page"], pagination["pages"]
+    return {
+        "prev": path + view.query(page=page - 1) if 1 < page <= pages else None,
+        "next": path + view.query(page=page + 1) if page < pages else None,
+    }
+
+
 @router.get("/")
 @router.get("/index.json")
-def dashboard_page(request: Request, session: Session = Depends(get_session)) -> Response:
-    view = View.from_request(request)
-    return respond(request, "dashboard.html", queries.dashboard(session, view), view)
+def dashboard_page(
+    request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+) -> Response:
+    view = dashboard_view(request)
+    data = queries.dashboard(session, view, settings.titles_per_page)
+    pagination = data["pagination"]
+    if view.page > pagination["pages"]:
+        matching = f"{pagination['total']:,} titles match" if view.q else f"The catalogue has {pagination['total']:,} titles"
+        raise AppError.one(
+            404, "page", f"There is no page {view.page:,}: {matching}, {pagination['pages']:,} pages of {pagination['per_page']}."
+        )
+    pagination.update(page_links(request, view, pagination))
+    return respond(request, "dashboard.html", data, view)
 
 
 @router.get("/movies/{title_id}")

@@ -7,11 +7,12 @@ the view hides (sentiment with Analyze off, gold labels with accuracy off) is le
 A page costs a handful of queries, whatever the number of reviews.
 """
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from statistics import fmean
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import Float, and_, case, cast, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, latest_run
@@ -39,6 +40,8 @@ from model.quality import LOG_ODDS, NO_FIT, QUALITY_FIELDS, UNSTABLE, assessment
 
 # --- rows ------------------------------------------------------------------------------
 
+GOLD = case((Review.source == IMDB, Review.label))  # a user's label is no gold label
+USER_LABEL = case((Review.source == USER, Review.label))
 # The explanation columns a page needs beside the highlights (``explanation_trust``).
 TRUST_COLUMNS = ("score", "target", "stability", "comprehensiveness", "random_comprehensiveness")
 
@@ -56,8 +59,8 @@ def review_rows(
     columns = [
         Review.id,
         Review.title_id,
-        case((Review.source == IMDB, Review.label)).label("gold"),  # a user's label is no gold label
-        case((Review.source == USER, Review.label)).label("user_label"),
+        GOLD.label("gold"),
+        USER_LABEL.label("user_label"),
         Review.rating,
         Review.source,
     ]
@@ -177,7 +180,6 @@ def model_summary(rows: list[dict], model: str, accuracy: bool) -> dict:
         (row for row in rows if model in row["predictions"]),
         key=lambda row: (-row["predictions"][model]["p_positive"], row["id"]),
     )
-    positive = sum(row["predictions"][model]["label"] == POSITIVE for row in scored)
     bar: list[dict] = []
     for row in scored:
         level = _strength(row["predictions"][model])
@@ -185,29 +187,41 @@ def model_summary(rows: list[dict], model: str, accuracy: bool) -> dict:
             bar[-1]["count"] += 1
         else:
             bar.append({"level": level, "count": 1})
+    user_labeled = [row for row in scored if row["user_label"] is not None]
+    counts = {
+        "reviews": len(rows),
+        "positive": sum(row["predictions"][model]["label"] == POSITIVE for row in scored),
+        "labeled": sum(row["gold"] is not None for row in scored),
+        "user_labeled": len(user_labeled),
+        "user_agree": sum(row["predictions"][model]["label"] == row["user_label"] for row in user_labeled),
+    }
+    ticks = [
+        {"index": index, "review_id": row["id"], "gold": row["gold"]}
+        for index, row in enumerate(scored)
+        if row["gold"] is not None and row["predictions"][model]["label"] != row["gold"]
+    ]
+    return summary_of(model, counts, bar, ticks if accuracy else None)
+
+
+def summary_of(model: str, counts: dict, bar: list[dict], ticks: list[dict] | None) -> dict:
+    """One model's summary (``model_summary``) from its ``counts`` (reviews, positive, labeled,
+    user_labeled, user_agree), its ``bar`` and, with accuracy on, the ``ticks`` of the wrong reviews."""
+    scored = sum(run["count"] for run in bar)
     summary = {
         "model": model,
         "name": DISPLAY_NAMES[model],
-        "reviews": len(rows),
-        "scored": len(scored),
-        "positive": positive,
-        "negative": len(scored) - positive,
-        "positive_share": positive / len(scored) if scored else None,
+        "reviews": counts["reviews"],
+        "scored": scored,
+        "positive": counts["positive"],
+        "negative": scored - counts["positive"],
+        "positive_share": counts["positive"] / scored if scored else None,
         "bar": bar,
     }
-    if accuracy:
-        user_labeled = [row for row in scored if row["user_label"] is not None]
+    if ticks is not None:
+        labeled = counts["labeled"]
         summary.update(
-            user_labeled=len(user_labeled),
-            user_agree=sum(row["predictions"][model]["label"] == row["user_label"] for row in user_labeled),
-        )
-        ticks = [
-            {"index": index, "review_id": row["id"], "gold": row["gold"]}
-            for index, row in enumerate(scored)
-            if row["gold"] is not None and row["predictions"][model]["label"] != row["gold"]
-        ]
-        labeled = sum(row["gold"] is not None for row in scored)
-        summary.update(
+            user_labeled=counts["user_labeled"],
+            user_agree=counts["user_agree"],
             labeled=labeled,
             wrong=len(ticks),
             correct=labeled - len(ticks),
@@ -241,54 +255,167 @@ def movie_dict(movie: Movie | None, title_id: str) -> dict:
 
 # --- dashboard -------------------------------------------------------------------------
 
+# A review's colour in a bar, as ``_strength`` has it: the side of its label, 1-3 by confidence.
+_CONFIDENCE = case((Prediction.label == POSITIVE, Prediction.p_positive), else_=1.0 - Prediction.p_positive)
+_LEVEL = case(((_CONFIDENCE - 0.5) * 6 >= 2, 3), ((_CONFIDENCE - 0.5) * 6 >= 1, 2), else_=1)
+# The colour runs of a bar whose labels agree with their probabilities, highest positive probability first.
+BAR_ORDER = [(POSITIVE, 3), (POSITIVE, 2), (POSITIVE, 1), (NEGATIVE, 1), (NEGATIVE, 2), (NEGATIVE, 3)]
 
-def _sort_key(sort: str):
-    def share(card):
-        return card["models"][MAIN_MODEL]["positive_share"]
 
-    def accuracy(card):
-        return card["models"][MAIN_MODEL].get("accuracy")
+def _title_stats(search: str):
+    """A row per catalogue title (those whose title or id contains ``search``, ignoring case):
+    its display title, reviews, first review id and the main model's positive share, accuracy
+    and wrong reviews, which the dashboard sorts by. A subquery: the database does the sums."""
+    main = aliased(Prediction, name="main")
+    title = func.coalesce(Movie.title, Review.title_id)
+    scored = func.count(main.review_id)
+    labeled = func.sum(case((and_(GOLD.is_not(None), main.label.is_not(None)), 1), else_=0))
+    wrong = func.sum(case((and_(GOLD.is_not(None), main.label != GOLD), 1), else_=0))
+    stmt = (
+        select(
+            Review.title_id,
+            title.label("title"),
+            func.count().label("reviews"),
+            func.min(Review.id).label("first_review"),
+            (cast(func.sum(case((main.label == POSITIVE, 1), else_=0)), Float) / func.nullif(scored, 0)).label("share"),
+            (cast(labeled - wrong, Float) / func.nullif(labeled, 0)).label("accuracy"),
+            wrong.label("wrong"),
+        )
+        .outerjoin(Movie, Movie.title_id == Review.title_id)
+        .outerjoin(main, and_(main.review_id == Review.id, main.model == MAIN_MODEL))
+        .where(Review.split == CATALOGUE)
+        .group_by(Review.title_id, Movie.title)
+    )
+    if search:
+        stmt = stmt.where(
+            or_(Movie.title.icontains(search, autoescape=True), Review.title_id.icontains(search, autoescape=True))
+        )
+    return stmt.subquery("titles")
 
-    def missing_last(value, descending: bool):
-        if value is None:
-            return (1, 0.0)
-        return (0, -value if descending else value)
 
+def _title_order(sort: str, stats) -> list:
+    """ORDER BY of ``_title_stats`` for a dashboard sort; ties go to the title reviewed first."""
+    c = stats.c
     keys = {
-        "reviews": lambda card: (-card["reviews"], card["title"].lower()),
-        "title": lambda card: (card["title"].lower(), card["title_id"]),
-        "positive": lambda card: (missing_last(share(card), True), -card["reviews"]),
-        "negative": lambda card: (missing_last(share(card), False), -card["reviews"]),
-        "accurate": lambda card: (missing_last(accuracy(card), True), -card["reviews"]),
-        "inaccurate": lambda card: (
-            missing_last(accuracy(card), False),
-            -card["models"][MAIN_MODEL]["wrong"],
-            -card["reviews"],
-        ),
+        "reviews": [c.reviews.desc(), func.lower(c.title)],
+        "title": [func.lower(c.title), c.title_id],
+        "positive": [c.share.desc().nulls_last(), c.reviews.desc()],
+        "negative": [c.share.asc().nulls_last(), c.reviews.desc()],
+        "accurate": [c.accuracy.desc().nulls_last(), c.reviews.desc()],
+        "inaccurate": [c.accuracy.asc().nulls_last(), c.wrong.desc(), c.reviews.desc()],
     }
-    return keys[sort]
+    return [*keys[sort], c.first_review]
 
 
-def dashboard(session: Session, view: View) -> dict:
-    """All catalogue titles as cards, with a summary of all their reviews: two queries."""
-    rows = review_rows(session)
+def title_page(session: Session, view: View, per_page: int) -> tuple[list[str], int]:
+    """The title ids on page ``view.page`` of the dashboard (titles matching ``view.q``, in
+    ``view``'s order) and how many titles match: one query (two past the last page)."""
+    stats = _title_stats(view.q)
+    stmt = (
+        select(stats.c.title_id, func.count().over().label("matching"))
+        .order_by(*_title_order(view.effective_sort, stats))
+        .limit(per_page)
+        .offset((view.page - 1) * per_page)
+    )
+    rows = session.execute(stmt).all()
+    if rows:
+        return [row.title_id for row in rows], rows[0].matching
+    return [], session.scalar(select(func.count()).select_from(stats))
+
+
+def title_cards(session: Session, title_ids: list[str], view: View) -> list[dict]:
+    """Dashboard cards of ``title_ids``, in that order: two queries."""
     by_title: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
+    for row in review_rows(session, Review.title_id.in_(title_ids)) if title_ids else ():
         by_title[row["title_id"]].append(row)
-    movies = {
-        movie.title_id: movie
-        for movie in session.scalars(select(Movie).where(Movie.title_id.in_(list(by_title))))
-    }
+    movies = {movie.title_id: movie for movie in session.scalars(select(Movie).where(Movie.title_id.in_(title_ids)))}
     cards = []
-    for title_id, title_rows in by_title.items():
+    for title_id in title_ids:
         card = movie_dict(movies.get(title_id), title_id)
-        card["reviews"] = len(title_rows)
-        card["models"] = summaries(title_rows, view)
+        card["reviews"] = len(by_title[title_id])
+        card["models"] = summaries(by_title[title_id], view)
         cards.append(card)
-    cards.sort(key=_sort_key(view.effective_sort))
+    return cards
+
+
+def catalogue_summary(session: Session, view: View) -> dict:
+    """Titles and reviews of the whole catalogue and, per model the view shows, the summary
+    that ``model_summary`` would make of all its reviews, summed up by the database."""
+    titles, reviews = session.execute(
+        select(func.count(func.distinct(Review.title_id)), func.count()).where(Review.split == CATALOGUE)
+    ).one()
+    models = {}
+    if view.models:
+        groups = session.execute(
+            select(
+                Prediction.model,
+                Prediction.label,
+                _LEVEL.label("level"),
+                func.count().label("count"),
+                func.sum(case((GOLD.is_not(None), 1), else_=0)).label("labeled"),
+                func.sum(case((USER_LABEL.is_not(None), 1), else_=0)).label("user_labeled"),
+                func.sum(case((USER_LABEL == Prediction.label, 1), else_=0)).label("user_agree"),
+            )
+            .join(Review, Review.id == Prediction.review_id)
+            .where(Review.split == CATALOGUE, Prediction.model.in_(view.models))
+            .group_by(Prediction.model, Prediction.label, _LEVEL)
+        ).all()
+        ticks = wrong_ticks(session, view.models) if view.show_accuracy else {}
+        for model in view.models:
+            mine = [group for group in groups if group.model == model]
+            counts = {"reviews": reviews, "positive": sum(g.count for g in mine if g.label == POSITIVE)}
+            for name in ("labeled", "user_labeled", "user_agree"):
+                counts[name] = sum(getattr(g, name) or 0 for g in mine)
+            runs = {(g.label, g.level): g.count for g in mine}
+            bar = [
+                {"level": f"{short_label(label)}{level}", "count": runs[label, level]}
+                for label, level in BAR_ORDER
+                if runs.get((label, level))
+            ]
+            models[model] = summary_of(model, counts, bar, ticks.get(model, []) if view.show_accuracy else None)
+    return {"titles": titles, "reviews": reviews, "models": models}
+
+
+def wrong_ticks(session: Session, models: Iterable[str]) -> dict[str, list[dict]]:
+    """Per model, its wrong catalogue reviews at their positions in the order of its bar
+    (positive probability, highest first): one query with a window function."""
+    ranked = (
+        select(
+            Prediction.model,
+            Review.id.label("review_id"),
+            GOLD.label("gold"),
+            Prediction.label,
+            (func.row_number().over(partition_by=Prediction.model, order_by=(Prediction.p_positive.desc(), Review.id)) - 1).label("index"),
+        )
+        .join(Review, Review.id == Prediction.review_id)
+        .where(Review.split == CATALOGUE, Prediction.model.in_(list(models)))
+        .subquery()
+    )
+    stmt = (
+        select(ranked.c.model, ranked.c.index, ranked.c.review_id, ranked.c.gold)
+        .where(ranked.c.gold.is_not(None), ranked.c.label != ranked.c.gold)
+        .order_by(ranked.c.model, ranked.c.index)
+    )
+    ticks: dict[str, list[dict]] = defaultdict(list)
+    for model, index, review_id, gold in session.execute(stmt):
+        ticks[model].append({"index": index, "review_id": review_id, "gold": gold})
+    return ticks
+
+
+def dashboard(session: Session, view: View, per_page: int) -> dict:
+    """Page ``view.page`` of the catalogue's titles (those matching ``view.q``) as cards, with
+    a summary of all the catalogue's reviews and the pagination: a handful of queries, whatever
+    the size of the catalogue."""
+    title_ids, matching = title_page(session, view, per_page)
     return {
-        "summary": {"titles": len(cards), "reviews": len(rows), "models": summaries(rows, view)},
-        "titles": cards,
+        "summary": catalogue_summary(session, view),
+        "titles": title_cards(session, title_ids, view),
+        "pagination": {
+            "page": view.page,
+            "per_page": per_page,
+            "total": matching,
+            "pages": max(1, math.ceil(matching / per_page)),
+        },
     }
 
 

@@ -75,6 +75,12 @@ class Server(ConfigGroup):
     port: int = Field(8000, description="Port the server listens on.")
 
 
+class Pages(ConfigGroup):
+    """The web pages."""
+
+    titles_per_page: int = Field(48, ge=1, le=1000, description="Titles on one page of the dashboard.")
+
+
 class ApiLimits(ConfigGroup):
     """The JSON API, /analyze and live analysis."""
 
@@ -145,6 +151,7 @@ class Settings(
     WordLimeConfig,
     CurveConfig,
     Server,
+    Pages,
     ApiLimits,
 ):
     model_config = SettingsConfigDict(env_prefix="TEXTFLIX_", extra="ignore")
