@@ -1,0 +1,198 @@
+"""The dashboard of a big catalogue: pages of titles, title search, figures summed up by the
+database, and a number of queries per page that does not grow with the catalogue.
+
+Expected orders and figures come from plain SQL (``web_fixtures.web_facts``) or from the
+per-review computation the title cards use, never from the aggregate under test alone.
+"""
+
+import re
+from contextlib import contextmanager
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from app import queries
+from app.main import create_app
+from app.settings import Settings
+from app.view import View
+from scripts.bench_pages import build_database
+from tests.test_pages import _expected_order, get_json
+from tests.web_fixtures import web_database, web_facts  # noqa: F401
+
+PER_PAGE = 2
+
+
+@pytest.fixture(scope="module")
+def paged_client(web_database):
+    """The fixture catalogue, two titles a page."""
+    with TestClient(create_app(Settings(database_url=web_database, titles_per_page=PER_PAGE))) as client:
+        yield client
+
+
+def walk(client, path):
+    """Every page of the dashboard from ``path`` on, following the JSON twin's next links."""
+    pages = []
+    while path:
+        pages.append(get_json(client, path))
+        path = pages[-1]["pagination"]["next"]
+    return pages
+
+
+def test_the_pages_hold_every_title_once_in_the_sort_order(paged_client, web_facts):
+    for sort in ("title", "inaccurate"):
+        pages = walk(paged_client, f"/index.json?analyze=1&accuracy=1&sort={sort}")
+        titles = len(web_facts["by_title"])
+        assert len(pages) == -(-titles // PER_PAGE) > 1
+        assert [card["title_id"] for page in pages for card in page["titles"]] == _expected_order(web_facts, sort)
+        for number, page in enumerate(pages, 1):
+            pagination = page["pagination"]
+            assert (pagination["page"], pagination["pages"], pagination["total"]) == (number, len(pages), titles)
+            assert page["summary"]["titles"] == titles  # the summary is always the whole catalogue's
+        assert pages[0]["pagination"]["prev"] is None
+        assert pages[1]["pagination"]["prev"] == f"/index.json?analyze=1&accuracy=1&sort={sort}"
+        assert pages[0]["pagination"]["next"] == f"/index.json?analyze=1&accuracy=1&sort={sort}&page=2"
+
+
+def test_page_links_keep_the_view_and_work_without_javascript(paged_client):
+    html = paged_client.get("/?analyze=1&compare=1&sort=positive&q=tt01&page=2").text
+    pager = html.split('class="pager"')[1].split("</nav>")[0]
+    assert 'rel="prev" href="/?analyze=1&amp;compare=1&amp;sort=positive&amp;q=tt01"' in pager
+    assert 'aria-current="page" href="/?analyze=1&amp;compare=1&amp;sort=positive&amp;q=tt01&amp;page=2"' in pager
+    # a switch keeps the search and the page; a sort order keeps the search and starts again at page 1
+    assert 'href="/?analyze=1&amp;accuracy=1&amp;compare=1&amp;sort=positive&amp;q=tt01&amp;page=2" data-switch="accuracy"' in html
+    assert 'href="/?analyze=1&amp;compare=1&amp;sort=negative&amp;q=tt01">negative' in html
+    # links to other pages leave the search behind
+    assert 'href="/about?analyze=1&amp;compare=1&amp;sort=positive"' in html
+    # the search form is a plain GET form that carries the view, not the page
+    form = html.split('<form class="search"')[1].split("</form>")[0]
+    assert 'method="get" action="/"' in form
+    hidden = dict(re.findall(r'type="hidden" name="(\w+)" value="([^"]*)"', form))
+    assert hidden == {"analyze": "1", "compare": "1", "sort": "positive"}
+    assert 'name="q" value="tt01"' in form
+
+
+@pytest.mark.parametrize("search", ["rocket", "ROCKET SUM", "tt0100004", "TT01000", "café", "<i>noir"])
+def test_search_finds_titles_by_title_or_id_ignoring_case(paged_client, web_facts, search):
+    expected = [
+        title_id
+        for title_id in _expected_order(web_facts, "reviews")
+        if search.lower() in web_facts["by_title"][title_id][0]["title"].lower() or search.lower() in title_id.lower()
+    ]
+    assert expected
+    pages = walk(paged_client, f"/index.json?q={search}")
+    assert [card["title_id"] for page in pages for card in page["titles"]] == expected
+    assert pages[0]["pagination"]["total"] == len(expected)
+    assert pages[0]["view"]["q"] == search
+    html = paged_client.get("/", params={"q": search}).text
+    assert f"{len(expected)} of {len(web_facts['by_title'])} titles match" in html
+
+
+@pytest.mark.parametrize("search", ["no such film", "%", "_", "Only In Training"])
+def test_a_search_that_matches_nothing_says_so(paged_client, search):
+    response = paged_client.get("/", params={"q": search, "analyze": 1})
+    assert response.status_code == 200
+    assert "No titles match" in response.text and 'class="card"' not in response.text
+    assert 'href="/?analyze=1">Show every title</a>' in response.text
+    data = get_json(paged_client, f"/index.json?q={search.replace('%', '%25')}")
+    assert data["titles"] == [] and data["pagination"]["total"] == 0 and data["pagination"]["next"] is None
+
+
+@pytest.mark.parametrize(
+    "query, status, message",
+    [
+        ("page=0", 422, "whole number from 1"),
+        ("page=-1", 422, "whole number from 1"),
+        ("page=abc", 422, "whole number from 1"),
+        ("page=1.5", 422, "whole number from 1"),
+        ("page=%EF%BC%92", 422, "whole number from 1"),  # a full-width digit
+        ("page=" + "9" * 40, 422, "whole number from 1"),
+        ("page=99", 404, "There is no page 99"),
+        ("q=" + "x" * 201, 422, "at most 200 characters"),
+    ],
+)
+def test_bad_page_values_get_a_clear_4xx(paged_client, query, status, message):
+    answer = paged_client.get(f"/index.json?{query}")
+    assert answer.status_code == status
+    [problem] = answer.json()["detail"]
+    assert message in problem["message"] and problem["field"] in ("page", "q")
+    html = paged_client.get(f"/?{query}")
+    assert html.status_code == status and message in html.text
+
+
+def test_the_catalogue_summary_equals_the_per_review_figures(web_database):
+    """The database's sums (``catalogue_summary``) against the per-review computation of the
+    cards (``model_summary`` over every review)."""
+    view = View(analyze=True, accuracy=True, compare=True)
+    engine = create_app(Settings(database_url=web_database)).state.engine
+    with Session(engine) as session:
+        rows = queries.review_rows(session)
+        assert queries.catalogue_summary(session, view)["models"] == queries.summaries(rows, view)
+    engine.dispose()
+
+
+@contextmanager
+def counting_statements(engine):
+    """A list that gets one entry per statement ``engine`` runs while the block runs."""
+    statements = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        yield statements
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+
+
+PAGES = [
+    "/",
+    "/?analyze=1&accuracy=1&compare=1",
+    "/?analyze=1&accuracy=1&sort=inaccurate&page=2",
+    "/?q=title+1",
+    "/movies/tt0000001?analyze=1&accuracy=1&compare=1",
+    "/reviews/1?analyze=1&accuracy=1",
+    "/disagreements",
+    "/about",
+]
+
+
+@pytest.fixture(scope="module")
+def synthetic_catalogues(tmp_path_factory):
+    """Two synthetic catalogues (``scripts/bench_pages.py``), the second six times the first."""
+    urls = []
+    for titles, reviews in ((12, 150), (72, 900)):
+        url = f"sqlite:///{tmp_path_factory.mktemp('catalogue') / 'textflix.db'}"
+        build_database(url, titles, reviews)
+        urls.append(url)
+    return urls
+
+
+def test_queries_per_page_do_not_grow_with_the_catalogue(synthetic_catalogues):
+    counts = []
+    for url in synthetic_catalogues:
+        app = create_app(Settings(database_url=url, titles_per_page=5))
+        with TestClient(app) as client:
+            per_page = {}
+            for path in PAGES:
+                client.get(path)  # the first request may read more (the schema, say)
+                with counting_statements(app.state.engine) as statements:
+                    assert client.get(path).status_code == 200, path
+                per_page[path] = len(statements)
+        app.state.engine.dispose()
+        counts.append(per_page)
+    small, big = counts
+    assert small == big
+    assert max(big.values()) <= 8, big
+
+
+def test_the_summary_equals_the_per_review_figures_on_a_synthetic_catalogue(synthetic_catalogues):
+    """As above, with random probabilities: the bar's colour bounds and the ticks' positions."""
+    for view in (View(analyze=True, accuracy=True, compare=True), View(analyze=True)):
+        engine = create_app(Settings(database_url=synthetic_catalogues[1])).state.engine
+        with Session(engine) as session:
+            expected = queries.summaries(queries.review_rows(session), view)
+            assert queries.catalogue_summary(session, view)["models"] == expected
+        engine.dispose()
