@@ -66,31 +66,35 @@ MAX_PAGE = 1_000_000  # as the API's page numbers
 MAX_SEARCH_CHARS = 200
 
 
-def dashboard_view(request: Request) -> View:
-    """The view of the dashboard, with its title search (``q``) and page number, which must be
-    a whole number from 1 (``AppError`` 422 naming the parameter otherwise)."""
-    query = request.query_params
-    search = query.get("q", "").strip()
-    if len(search) > MAX_SEARCH_CHARS:
-        raise AppError.one(
-            422, "q", f"A title search is at most {MAX_SEARCH_CHARS} characters; got {len(search):,}.", MAX_SEARCH_CHARS
-        )
-    given = query.get("page", "1").strip() or "1"
+def page_number(request: Request) -> int:
+    """The ``page`` of the query string, a whole number from 1 (``AppError`` 422 otherwise)."""
+    given = request.query_params.get("page", "1").strip() or "1"
     if not given.isascii() or not given.isdigit() or not 1 <= int(given) <= MAX_PAGE:
         raise AppError.one(
             422, "page", f"The page number is a whole number from 1 to {MAX_PAGE:,}; got {given[:20]!r}.", MAX_PAGE
         )
-    return replace(View.from_request(request), q=search, page=int(given))
+    return int(given)
 
 
-def page_links(request: Request, view: View, pagination: dict) -> dict:
-    """Links to the pages before and after, in the format of this answer (None at either end)."""
+def dashboard_view(request: Request) -> View:
+    """The view of the dashboard, with its title search (``q``) and page number."""
+    search = request.query_params.get("q", "").strip()
+    if len(search) > MAX_SEARCH_CHARS:
+        raise AppError.one(
+            422, "q", f"A title search is at most {MAX_SEARCH_CHARS} characters; got {len(search):,}.", MAX_SEARCH_CHARS
+        )
+    return replace(View.from_request(request), q=search, page=page_number(request))
+
+
+def paginated(request: Request, view: View, pagination: dict, what: str) -> None:
+    """Add to ``pagination`` the links to the pages before and after, in the format of this
+    answer (None at either end); a 404 for a page past the last."""
+    page, pages, total = pagination["page"], pagination["pages"], pagination["total"]
+    if page > pages:
+        raise AppError.one(404, "page", f"There is no page {page:,}: {total:,} {what}, {pages:,} pages of {pagination['per_page']}.")
     path = route_path(request.scope)
-    page, pages = pagination["page"], pagination["pages"]
-    return {
-        "prev": path + view.query(page=page - 1) if 1 < page <= pages else None,
-        "next": path + view.query(page=page + 1) if page < pages else None,
-    }
+    pagination["prev"] = path + view.query(page=page - 1) if page > 1 else None
+    pagination["next"] = path + view.query(page=page + 1) if page < pages else None
 
 
 @router.get("/")
@@ -100,13 +104,7 @@ def dashboard_page(
 ) -> Response:
     view = dashboard_view(request)
     data = queries.dashboard(session, view, settings.titles_per_page)
-    pagination = data["pagination"]
-    if view.page > pagination["pages"]:
-        matching = f"{pagination['total']:,} titles match" if view.q else f"The catalogue has {pagination['total']:,} titles"
-        raise AppError.one(
-            404, "page", f"There is no page {view.page:,}: {matching}, {pagination['pages']:,} pages of {pagination['per_page']}."
-        )
-    pagination.update(page_links(request, view, pagination))
+    paginated(request, view, data["pagination"], f"titles match {view.q!r}" if view.q else "titles")
     return respond(request, "dashboard.html", data, view)
 
 
@@ -128,8 +126,13 @@ def review_page(review_id: int, request: Request, session: Session = Depends(get
 
 @router.get("/disagreements")
 @router.get("/disagreements.json")
-def disagreements_page(request: Request, session: Session = Depends(get_session)) -> Response:
-    return respond(request, "disagreements.html", queries.disagreements(session), View.from_request(request))
+def disagreements_page(
+    request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+) -> Response:
+    view = replace(View.from_request(request), page=page_number(request))
+    data = queries.disagreements(session, view.page, settings.disagreements_per_page)
+    paginated(request, view, data["pagination"], "disagreements")
+    return respond(request, "disagreements.html", data, view)
 
 
 @router.get("/about")

@@ -12,9 +12,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from statistics import fmean
 
-from sqlalchemy import Float, and_, case, cast, func, or_, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session, aliased
 
+from app.catalogue_cache import kept
 from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, latest_run
 from app.view import View
 from model.config import DISTILL
@@ -203,6 +204,10 @@ def model_summary(rows: list[dict], model: str, accuracy: bool) -> dict:
     return summary_of(model, counts, bar, ticks if accuracy else None)
 
 
+# What a model's summary holds only with accuracy on (``summary_of``).
+ACCURACY_FIELDS = ("user_labeled", "user_agree", "labeled", "wrong", "correct", "accuracy", "ticks")
+
+
 def summary_of(model: str, counts: dict, bar: list[dict], ticks: list[dict] | None) -> dict:
     """One model's summary (``model_summary``) from its ``counts`` (reviews, positive, labeled,
     user_labeled, user_agree), its ``bar`` and, with accuracy on, the ``ticks`` of the wrong reviews."""
@@ -262,143 +267,173 @@ _LEVEL = case(((_CONFIDENCE - 0.5) * 6 >= 2, 3), ((_CONFIDENCE - 0.5) * 6 >= 1, 
 BAR_ORDER = [(POSITIVE, 3), (POSITIVE, 2), (POSITIVE, 1), (NEGATIVE, 1), (NEGATIVE, 2), (NEGATIVE, 3)]
 
 
-def _title_stats(search: str):
-    """A row per catalogue title (those whose title or id contains ``search``, ignoring case):
-    its display title, reviews, first review id and the main model's positive share, accuracy
-    and wrong reviews, which the dashboard sorts by. A subquery: the database does the sums."""
-    main = aliased(Prediction, name="main")
-    title = func.coalesce(Movie.title, Review.title_id)
-    scored = func.count(main.review_id)
-    labeled = func.sum(case((and_(GOLD.is_not(None), main.label.is_not(None)), 1), else_=0))
-    wrong = func.sum(case((and_(GOLD.is_not(None), main.label != GOLD), 1), else_=0))
-    stmt = (
-        select(
-            Review.title_id,
-            title.label("title"),
-            func.count().label("reviews"),
-            func.min(Review.id).label("first_review"),
-            (cast(func.sum(case((main.label == POSITIVE, 1), else_=0)), Float) / func.nullif(scored, 0)).label("share"),
-            (cast(labeled - wrong, Float) / func.nullif(labeled, 0)).label("accuracy"),
-            wrong.label("wrong"),
-        )
-        .outerjoin(Movie, Movie.title_id == Review.title_id)
-        .outerjoin(main, and_(main.review_id == Review.id, main.model == MAIN_MODEL))
-        .where(Review.split == CATALOGUE)
-        .group_by(Review.title_id, Movie.title)
+def _missing_last(value: float | None, descending: bool) -> tuple:
+    if value is None:
+        return (1, 0.0)
+    return (0, -value if descending else value)
+
+
+def _main(card: dict, name: str):
+    return card["models"][MAIN_MODEL][name]
+
+
+# The dashboard's sort orders of the cards (``all_cards``); ties keep the order of the first reviews.
+TITLE_SORTS = {
+    "reviews": lambda card: (-card["reviews"], card["title"].casefold()),
+    "title": lambda card: (card["title"].casefold(), card["title_id"]),
+    "positive": lambda card: (_missing_last(_main(card, "positive_share"), True), -card["reviews"]),
+    "negative": lambda card: (_missing_last(_main(card, "positive_share"), False), -card["reviews"]),
+    "accurate": lambda card: (_missing_last(_main(card, "accuracy"), True), -card["reviews"]),
+    "inaccurate": lambda card: (_missing_last(_main(card, "accuracy"), False), -_main(card, "wrong"), -card["reviews"]),
+}
+
+
+def title_page(session: Session, view: View, per_page: int) -> tuple[list[dict], int]:
+    """The cards (``all_cards``) on page ``view.page`` of the dashboard (the titles whose title
+    or id contains ``view.q``, ignoring case, in ``view``'s order) and how many titles match.
+    Each order is kept while the catalogue is unchanged (``catalogue_cache``)."""
+    sort = view.effective_sort
+    ordered = kept(
+        session,
+        ("title order", sort),
+        lambda: [(f"{c['title']}\n{c['title_id']}".casefold(), c) for c in sorted(all_cards(session).values(), key=TITLE_SORTS[sort])],
     )
-    if search:
-        stmt = stmt.where(
-            or_(Movie.title.icontains(search, autoescape=True), Review.title_id.icontains(search, autoescape=True))
-        )
-    return stmt.subquery("titles")
+    needle = view.q.casefold()
+    matching = [card for searched, card in ordered if needle in searched]
+    start = (view.page - 1) * per_page
+    return matching[start : start + per_page], len(matching)
 
 
-def _title_order(sort: str, stats) -> list:
-    """ORDER BY of ``_title_stats`` for a dashboard sort; ties go to the title reviewed first."""
-    c = stats.c
-    keys = {
-        "reviews": [c.reviews.desc(), func.lower(c.title)],
-        "title": [func.lower(c.title), c.title_id],
-        "positive": [c.share.desc().nulls_last(), c.reviews.desc()],
-        "negative": [c.share.asc().nulls_last(), c.reviews.desc()],
-        "accurate": [c.accuracy.desc().nulls_last(), c.reviews.desc()],
-        "inaccurate": [c.accuracy.asc().nulls_last(), c.wrong.desc(), c.reviews.desc()],
+def all_cards(session: Session) -> dict[str, dict]:
+    """Every catalogue title's card, by title id in the order of their first reviews: metadata,
+    reviews and every model's summary with accuracy, summed up by the database; kept while the
+    catalogue is unchanged (``catalogue_cache``)."""
+    return kept(session, ("cards",), lambda: _all_cards(session))
+
+
+def _all_cards(session: Session) -> dict[str, dict]:
+    titles = select(Review.title_id).where(Review.split == CATALOGUE)
+    reviews = dict(
+        session.execute(
+            select(Review.title_id, func.count())
+            .where(Review.split == CATALOGUE)
+            .group_by(Review.title_id)
+            .order_by(func.min(Review.id))
+        ).all()
+    )
+    movies = {movie.title_id: movie for movie in session.scalars(select(Movie).where(Movie.title_id.in_(titles)))}
+    figures = model_summaries(session, reviews, Review.title_id)
+    return {
+        title_id: {**movie_dict(movies.get(title_id), title_id), "reviews": count, "models": figures[title_id]}
+        for title_id, count in reviews.items()
     }
-    return [*keys[sort], c.first_review]
 
 
-def title_page(session: Session, view: View, per_page: int) -> tuple[list[str], int]:
-    """The title ids on page ``view.page`` of the dashboard (titles matching ``view.q``, in
-    ``view``'s order) and how many titles match: one query (two past the last page)."""
-    stats = _title_stats(view.q)
-    stmt = (
-        select(stats.c.title_id, func.count().over().label("matching"))
-        .order_by(*_title_order(view.effective_sort, stats))
-        .limit(per_page)
-        .offset((view.page - 1) * per_page)
-    )
-    rows = session.execute(stmt).all()
-    if rows:
-        return [row.title_id for row in rows], rows[0].matching
-    return [], session.scalar(select(func.count()).select_from(stats))
-
-
-def title_cards(session: Session, title_ids: list[str], view: View) -> list[dict]:
-    """Dashboard cards of ``title_ids``, in that order: two queries."""
-    by_title: dict[str, list[dict]] = defaultdict(list)
-    for row in review_rows(session, Review.title_id.in_(title_ids)) if title_ids else ():
-        by_title[row["title_id"]].append(row)
-    movies = {movie.title_id: movie for movie in session.scalars(select(Movie).where(Movie.title_id.in_(title_ids)))}
-    cards = []
-    for title_id in title_ids:
-        card = movie_dict(movies.get(title_id), title_id)
-        card["reviews"] = len(by_title[title_id])
-        card["models"] = summaries(by_title[title_id], view)
-        cards.append(card)
-    return cards
+def in_view_card(card: dict, view: View) -> dict:
+    """A card of ``all_cards`` as ``view`` shows it."""
+    return {**card, "models": in_view(card["models"], view)}
 
 
 def catalogue_summary(session: Session, view: View) -> dict:
-    """Titles and reviews of the whole catalogue and, per model the view shows, the summary
-    that ``model_summary`` would make of all its reviews, summed up by the database."""
+    """Titles and reviews of the whole catalogue and its models' summaries (``model_summaries``)
+    as ``view`` shows them, kept while the catalogue is unchanged (``catalogue_cache``)."""
+    summary = kept(session, ("summary",), lambda: _catalogue_summary(session))
+    return {**summary, "models": in_view(summary["models"], view)}
+
+
+def _catalogue_summary(session: Session) -> dict:
     titles, reviews = session.execute(
         select(func.count(func.distinct(Review.title_id)), func.count()).where(Review.split == CATALOGUE)
     ).one()
-    models = {}
-    if view.models:
-        groups = session.execute(
-            select(
-                Prediction.model,
-                Prediction.label,
-                _LEVEL.label("level"),
-                func.count().label("count"),
-                func.sum(case((GOLD.is_not(None), 1), else_=0)).label("labeled"),
-                func.sum(case((USER_LABEL.is_not(None), 1), else_=0)).label("user_labeled"),
-                func.sum(case((USER_LABEL == Prediction.label, 1), else_=0)).label("user_agree"),
-            )
-            .join(Review, Review.id == Prediction.review_id)
-            .where(Review.split == CATALOGUE, Prediction.model.in_(view.models))
-            .group_by(Prediction.model, Prediction.label, _LEVEL)
-        ).all()
-        ticks = wrong_ticks(session, view.models) if view.show_accuracy else {}
-        for model in view.models:
-            mine = [group for group in groups if group.model == model]
-            counts = {"reviews": reviews, "positive": sum(g.count for g in mine if g.label == POSITIVE)}
-            for name in ("labeled", "user_labeled", "user_agree"):
-                counts[name] = sum(getattr(g, name) or 0 for g in mine)
-            runs = {(g.label, g.level): g.count for g in mine}
-            bar = [
-                {"level": f"{short_label(label)}{level}", "count": runs[label, level]}
-                for label, level in BAR_ORDER
-                if runs.get((label, level))
-            ]
-            models[model] = summary_of(model, counts, bar, ticks.get(model, []) if view.show_accuracy else None)
-    return {"titles": titles, "reviews": reviews, "models": models}
+    return {"titles": titles, "reviews": reviews, "models": model_summaries(session, {None: reviews})[None]}
 
 
-def wrong_ticks(session: Session, models: Iterable[str]) -> dict[str, list[dict]]:
-    """Per model, its wrong catalogue reviews at their positions in the order of its bar
-    (positive probability, highest first): one query with a window function."""
+def in_view(summaries: dict[str, dict], view: View) -> dict[str, dict]:
+    """Of every model's summary with accuracy, those of the models ``view`` shows, without the
+    accuracy fields unless it shows accuracy (as ``model_summary`` makes them)."""
+    if view.show_accuracy:
+        return {model: summaries[model] for model in view.models}
+    return {model: {k: v for k, v in summaries[model].items() if k not in ACCURACY_FIELDS} for model in view.models}
+
+
+def model_summaries(session: Session, reviews: dict, group=None) -> dict:
+    """Per key of ``reviews`` (the number of catalogue reviews of each group: every title id,
+    with ``group`` ``Review.title_id``; None, without, for the whole catalogue), the summary with
+    accuracy that ``model_summary`` makes of each model over the group's reviews, summed up by
+    the database: a query of counts by colour and one of the wrong reviews."""
+    keys = _group_keys(group)
+    counts = session.execute(
+        select(
+            *keys,
+            Prediction.model,
+            Prediction.label,
+            _LEVEL.label("level"),
+            func.count().label("count"),
+            func.sum(case((GOLD.is_not(None), 1), else_=0)).label("labeled"),
+            func.sum(case((USER_LABEL.is_not(None), 1), else_=0)).label("user_labeled"),
+            func.sum(case((USER_LABEL == Prediction.label, 1), else_=0)).label("user_agree"),
+        )
+        .join(Review, Review.id == Prediction.review_id)
+        .where(Review.split == CATALOGUE)
+        .group_by(*keys, Prediction.model, Prediction.label, _LEVEL)
+    ).all()
+    ticks = wrong_ticks(session, group)
+    by_key: dict = defaultdict(list)
+    for row in counts:
+        by_key[getattr(row, "key", None), row.model].append(row)
+    return {
+        name: {model: _summary_of_counts(model, total, by_key[name, model], ticks[name, model]) for model in MODELS}
+        for name, total in reviews.items()
+    }
+
+
+def _group_keys(group) -> list:
+    """The column that tells the groups apart, labelled ``key``: none for the whole catalogue."""
+    return [] if group is None else [group.label("key")]
+
+def _summary_of_counts(model: str, reviews: int, rows: list, ticks: list[dict]) -> dict:
+    """``summary_of`` one model from the database's counts ``rows`` by label and colour."""
+    counts = {"reviews": reviews, "positive": sum(row.count for row in rows if row.label == POSITIVE)}
+    for name in ("labeled", "user_labeled", "user_agree"):
+        counts[name] = sum(getattr(row, name) or 0 for row in rows)
+    runs = {(row.label, row.level): row.count for row in rows}
+    bar = [
+        {"level": f"{short_label(label)}{level}", "count": runs[label, level]}
+        for label, level in BAR_ORDER
+        if runs.get((label, level))
+    ]
+    return summary_of(model, counts, bar, ticks)
+
+
+def wrong_ticks(session: Session, group=None) -> dict:
+    """Per (group, model), as ``model_summaries`` groups them, the wrong catalogue
+    reviews at their positions in the order of the model's bar (positive probability, highest
+    first): one query with a window function."""
+    keys = _group_keys(group)
     ranked = (
         select(
+            *keys,
             Prediction.model,
             Review.id.label("review_id"),
             GOLD.label("gold"),
             Prediction.label,
-            (func.row_number().over(partition_by=Prediction.model, order_by=(Prediction.p_positive.desc(), Review.id)) - 1).label("index"),
+            func.row_number()
+            .over(partition_by=(*keys, Prediction.model), order_by=(Prediction.p_positive.desc(), Review.id))
+            .label("position"),
         )
         .join(Review, Review.id == Prediction.review_id)
-        .where(Review.split == CATALOGUE, Prediction.model.in_(list(models)))
+        .where(Review.split == CATALOGUE)
         .subquery()
     )
     stmt = (
-        select(ranked.c.model, ranked.c.index, ranked.c.review_id, ranked.c.gold)
+        select(ranked)
         .where(ranked.c.gold.is_not(None), ranked.c.label != ranked.c.gold)
-        .order_by(ranked.c.model, ranked.c.index)
+        .order_by(ranked.c.model, ranked.c.position)
     )
-    ticks: dict[str, list[dict]] = defaultdict(list)
-    for model, index, review_id, gold in session.execute(stmt):
-        ticks[model].append({"index": index, "review_id": review_id, "gold": gold})
+    ticks: dict = defaultdict(list)
+    for row in session.execute(stmt):
+        tick = {"index": row.position - 1, "review_id": row.review_id, "gold": row.gold}
+        ticks[getattr(row, "key", None), row.model].append(tick)
     return ticks
 
 
@@ -406,10 +441,10 @@ def dashboard(session: Session, view: View, per_page: int) -> dict:
     """Page ``view.page`` of the catalogue's titles (those matching ``view.q``) as cards, with
     a summary of all the catalogue's reviews and the pagination: a handful of queries, whatever
     the size of the catalogue."""
-    title_ids, matching = title_page(session, view, per_page)
+    cards, matching = title_page(session, view, per_page)
     return {
         "summary": catalogue_summary(session, view),
-        "titles": title_cards(session, title_ids, view),
+        "titles": [in_view_card(card, view) for card in cards],
         "pagination": {
             "page": view.page,
             "per_page": per_page,
@@ -538,34 +573,52 @@ def explanation_record(e: Explanation) -> dict:
     return record
 
 
-def disagreements(session: Session) -> dict:
-    """Every catalogue review the two models label differently, and which one was right."""
-    view = View(analyze=True, accuracy=True, compare=True)
-    rows = review_rows(session, text=True, trust=True, disagreeing=True)
-    ids = [row["id"] for row in rows]
-    sentences = sentences_by_review(session, Review.id.in_(ids)) if ids else {}
+def _disagreement_list(session: Session) -> dict:
+    """Every catalogue review the two models label differently, by title then id, with the
+    model that was right (None: neither, or no gold label), and the count of each."""
+    rows = review_rows(session, disagreeing=True)
     titles = dict(
         session.execute(
             select(Movie.title_id, Movie.title).where(Movie.title_id.in_({row["title_id"] for row in rows}))
         ).all()
     )
     right = {**dict.fromkeys(MODELS, 0), "unknown": 0}
-    items = []
+    entries = []
     for row in rows:
-        item = review_item(row, sentences.get(row["id"], []), view, MODELS)
-        item["title"] = titles.get(row["title_id"]) or row["title_id"]
-        winner = next((m for m, p in item["predictions"].items() if p.get("correct")), None)
-        item["right"] = winner
+        winner = next((m for m, p in row["predictions"].items() if row["gold"] is not None and p["label"] == row["gold"]), None)
         right[winner or "unknown"] += 1
+        entries.append({"id": row["id"], "title": titles.get(row["title_id"]) or row["title_id"], "right": winner})
+    entries.sort(key=lambda entry: (entry["title"].casefold(), entry["id"]))
+    return {"entries": entries, "right": right}
+
+
+def disagreements(session: Session, page: int, per_page: int) -> dict:
+    """Page ``page`` of the catalogue reviews the two models label differently, side by side,
+    with which one was right, and the count of all of them. The list is kept while the
+    catalogue is unchanged (``catalogue_cache``); the page's reviews are read in three queries."""
+    listing = kept(session, ("disagreements",), lambda: _disagreement_list(session))
+    entries = listing["entries"][(page - 1) * per_page : page * per_page]
+    ids = [entry["id"] for entry in entries]
+    view = View(analyze=True, accuracy=True, compare=True)
+    rows = {row["id"]: row for row in review_rows(session, Review.id.in_(ids), text=True, trust=True)} if ids else {}
+    sentences = sentences_by_review(session, Review.id.in_(ids)) if ids else {}
+    items = []
+    for entry in entries:
+        item = review_item(rows[entry["id"]], sentences.get(entry["id"], []), view, MODELS)
+        item.update(title=entry["title"], right=entry["right"])
         item["key_sentences"] = {
             model: key_sentence(item["sentences"], model, prediction["label"])
             for model, prediction in item["predictions"].items()
         }
+        del item["sentences"]  # the page shows each model's key sentence, not every sentence
         items.append(item)
-    items.sort(key=lambda item: (item["title"].lower(), item["id"]))
-    for item in items:  # the page shows each model's key sentence, not every sentence
-        del item["sentences"]
-    return {"count": len(items), "right": right, "reviews": items}
+    count = len(listing["entries"])
+    return {
+        "count": count,
+        "right": listing["right"],
+        "reviews": items,
+        "pagination": {"page": page, "per_page": per_page, "total": count, "pages": max(1, math.ceil(count / per_page))},
+    }
 
 
 # --- about -----------------------------------------------------------------------------
@@ -616,6 +669,11 @@ def _model_quality(model: str, rows: list[dict]) -> dict:
 
 
 def explanation_quality(session: Session) -> dict:
+    """``_explanation_quality``, kept while the catalogue is unchanged (``catalogue_cache``)."""
+    return kept(session, ("explanation quality",), lambda: _explanation_quality(session))
+
+
+def _explanation_quality(session: Session) -> dict:
     """Per model, the trust figures of its sentence explanations of the catalogue (user reviews
     included): means and histograms, raw faithfulness beside random sentences, the counts of
     weak and of empty explanations, and the reviews whose top sentence is the least faithful
@@ -660,7 +718,9 @@ def explanation_quality(session: Session) -> dict:
 def about(session: Session) -> dict:
     """The latest pipeline run: configuration, metrics of both models, timings; how far the
     explanations can be trusted."""
-    counts = dict(session.execute(select(Review.split, func.count()).group_by(Review.split)).all())
+    counts = kept(
+        session, ("reviews by split",), lambda: dict(session.execute(select(Review.split, func.count()).group_by(Review.split)).all())
+    )
     page: dict = {"database_counts": counts, "run": None}
     run = latest_run(session)
     if run is None:

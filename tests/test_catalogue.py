@@ -7,19 +7,25 @@ per-review computation the title cards use, never from the aggregate under test 
 
 import re
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
+from alembic import command
+from alembic.config import Config
 from fastapi.testclient import TestClient
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
+from app import db as app_db
 from app import queries
+from app.catalogue_cache import catalogue_version
+from app.db import Prediction, Review, make_engine, session_scope
 from app.main import create_app
 from app.settings import Settings
 from app.view import View
 from scripts.bench_pages import build_database
 from tests.test_pages import _expected_order, get_json
-from tests.web_fixtures import web_database, web_facts  # noqa: F401
+from tests.web_fixtures import build_web_database, web_database, web_facts  # noqa: F401
 
 PER_PAGE = 2
 
@@ -196,3 +202,72 @@ def test_the_summary_equals_the_per_review_figures_on_a_synthetic_catalogue(synt
             expected = queries.summaries(queries.review_rows(session), view)
             assert queries.catalogue_summary(session, view)["models"] == expected
         engine.dispose()
+
+
+# --- figures kept while the catalogue is unchanged ---------------------------------------------
+
+
+def add_user_review(url: str, title_id: str, bert: str, nbsvm: str) -> None:
+    """A review of ``title_id`` with both models' predictions, written by another connection (as
+    another server process or the build would)."""
+    engine = make_engine(url)
+    with session_scope(engine) as session:
+        review = Review(title_id=title_id, text="Written later.", label=None, split="catalogue", source="user", word_count=2)
+        session.add(review)
+        session.flush()
+        for model, label in (("bert", bert), ("nbsvm", nbsvm)):
+            session.add(Prediction(review_id=review.id, model=model, label=label, p_positive=0.9 if label == "positive" else 0.1))
+    engine.dispose()
+
+
+def figures(client) -> tuple:
+    dashboard = get_json(client, "/index.json?analyze=1&accuracy=1")
+    card = next(card for card in dashboard["titles"] if card["title_id"] == "tt0100002")
+    return (
+        dashboard["summary"]["reviews"],
+        dashboard["summary"]["models"]["bert"]["positive"],
+        card["reviews"],
+        get_json(client, "/disagreements.json")["count"],
+        get_json(client, "/about.json")["database_counts"]["catalogue"],
+    )
+
+
+@pytest.mark.parametrize("counted", [True, False], ids=["counted", "built-before-0004"])
+def test_a_change_to_the_catalogue_shows_on_the_next_request(tmp_path, counted):
+    url = build_web_database(tmp_path / "textflix.db")
+    if not counted:  # a database from before migration 0004: figures are computed per request
+        with make_engine(url).begin() as connection:
+            config = Config()
+            config.set_main_option("script_location", str(Path(app_db.__file__).parent / "migrations"))
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0003")
+    with TestClient(create_app(Settings(database_url=url))) as client:
+        reviews, positive, title_reviews, disagreeing, catalogue = figures(client)
+        assert figures(client) == (reviews, positive, title_reviews, disagreeing, catalogue)  # kept: the same
+        add_user_review(url, "tt0100002", "positive", "negative")
+        assert figures(client) == (reviews + 1, positive + 1, title_reviews + 1, disagreeing + 1, catalogue + 1)
+        add_user_review(url, "tt0100002", "negative", "negative")
+        assert figures(client) == (reviews + 2, positive + 1, title_reviews + 2, disagreeing + 1, catalogue + 2)
+
+
+def test_the_triggers_count_every_kind_of_change(tmp_path):
+    url = build_web_database(tmp_path / "textflix.db")
+    engine = make_engine(url)
+
+    def version():
+        with Session(engine) as session:
+            return catalogue_version(session)
+
+    before = version()
+    add_user_review(url, "tt0100001", "positive", "positive")
+    assert version() > before
+    for change in (
+        "UPDATE movies SET title = 'Renamed' WHERE title_id = 'tt0100001'",
+        "UPDATE predictions SET label = 'negative' WHERE review_id = 1 AND model = 'bert'",
+        "DELETE FROM explanations WHERE review_id = 1",
+    ):
+        before = version()
+        with engine.begin() as connection:
+            connection.execute(text(change))
+        assert version() > before, change
+    engine.dispose()
