@@ -25,7 +25,8 @@ from app.settings import Settings
 from app.view import View
 from scripts.bench_pages import build_database
 from tests.test_pages import _expected_order, get_json
-from tests.web_fixtures import build_web_database, web_database, web_facts  # noqa: F401
+from tests.conftest import empty_postgresql
+from tests.web_fixtures import build_web_database, fill_web_database, web_database, web_facts  # noqa: F401
 
 PER_PAGE = 2
 
@@ -271,3 +272,21 @@ def test_the_triggers_count_every_kind_of_change(tmp_path):
             connection.execute(text(change))
         assert version() > before, change
     engine.dispose()
+
+
+def test_on_postgresql_pages_search_and_a_change_show_as_on_sqlite(web_facts):
+    """The fixture catalogue in the PostgreSQL of TEXTFLIX_TEST_POSTGRES_URL: its statement triggers count the changes."""
+    url = fill_web_database(empty_postgresql())
+    app = create_app(Settings(database_url=url, titles_per_page=PER_PAGE))
+    with TestClient(app) as client:
+        for sort in ("title", "inaccurate"):
+            pages = walk(client, f"/index.json?analyze=1&accuracy=1&sort={sort}")
+            assert [card["title_id"] for page in pages for card in page["titles"]] == _expected_order(web_facts, sort)
+        assert [card["title_id"] for card in get_json(client, "/index.json?q=ROCKET")["titles"]] == ["tt0100002"]
+        with Session(app.state.engine) as session:
+            view = View(analyze=True, accuracy=True, compare=True)
+            assert queries.catalogue_summary(session, view)["models"] == queries.summaries(queries.review_rows(session), view)
+        reviews = get_json(client, "/index.json")["summary"]["reviews"]
+        add_user_review(url, "tt0100002", "positive", "negative")
+        assert get_json(client, "/index.json")["summary"]["reviews"] == reviews + 1
+    app.state.engine.dispose()

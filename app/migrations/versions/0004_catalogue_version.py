@@ -36,7 +36,7 @@ def upgrade() -> None:
     op.execute("INSERT INTO catalogue_version (id, version) VALUES (1, 0)")
     if op.get_bind().dialect.name == "postgresql":
         op.execute(
-            "CREATE FUNCTION textflix_catalogue_changed() RETURNS trigger LANGUAGE plpgsql AS "
+            "CREATE OR REPLACE FUNCTION textflix_catalogue_changed() RETURNS trigger LANGUAGE plpgsql AS "
             f"$$ BEGIN {BUMP}; RETURN NULL; END $$"
         )
         for table in TABLES:
