@@ -21,6 +21,7 @@ from app import queries
 from app.catalogue_cache import catalogue_version
 from app.db import Prediction, Review, make_engine, session_scope
 from app.main import create_app
+from app.render import TICK_COLUMNS, ticks_svg
 from app.settings import Settings
 from app.view import View
 from scripts.bench_pages import build_database
@@ -290,3 +291,16 @@ def test_on_postgresql_pages_search_and_a_change_show_as_on_sqlite(web_facts):
         add_user_review(url, "tt0100002", "positive", "negative")
         assert get_json(client, "/index.json")["summary"]["reviews"] == reviews + 1
     app.state.engine.dispose()
+
+
+def test_a_big_catalogue_s_wrong_reviews_are_drawn_as_columns_of_ticks():
+    # 40,000 reviews (columns of 100), a wrong one every 10th in the first half and every 50th in the second
+    ticks = [{"index": i, "review_id": i, "gold": "negative"} for i in range(0, 20_000, 10)]
+    ticks += [{"index": i, "review_id": i, "gold": "positive"} for i in range(20_000, 40_000, 50)]
+    svg = str(ticks_svg({"scored": 40_000, "ticks": ticks}))
+    lines = re.findall(r'<line class="tick gold-(pos|neg)" x1="([\d.]+)"[^>]*?(?: stroke-opacity="([\d.]+)")?/>', svg)
+    assert len(lines) == TICK_COLUMNS  # one per column, each column holding some wrong reviews
+    opacity = {side: {float(o or 1) for s, _, o in lines if s == side} for side in ("neg", "pos")}
+    assert opacity == {"neg": {1.0}, "pos": {0.2}}  # five times fewer wrong reviews: a fifth as dark
+    # a small catalogue keeps a tick per wrong review
+    assert str(ticks_svg({"scored": 300, "ticks": ticks[:7]})).count('class="tick ') == 7
