@@ -304,3 +304,17 @@ def test_a_big_catalogue_s_wrong_reviews_are_drawn_as_columns_of_ticks():
     assert opacity == {"neg": {1.0}, "pos": {0.2}}  # five times fewer wrong reviews: a fifth as dark
     # a small catalogue keeps a tick per wrong review
     assert str(ticks_svg({"scored": 300, "ticks": ticks[:7]})).count('class="tick ') == 7
+
+
+def test_disagreements_come_in_pages(web_database, web_facts):
+    expected = {r["id"] for r in web_facts["reviews"] if r["bert"] != r["nbsvm"]}
+    with TestClient(create_app(Settings(database_url=web_database, disagreements_per_page=2))) as client:
+        pages = walk(client, "/disagreements.json")
+        assert len(pages) == -(-len(expected) // 2) > 1
+        seen = [review["id"] for page in pages for review in page["reviews"]]
+        assert sorted(seen) == sorted(expected) and len(seen) == len(expected)
+        assert all(page["count"] == len(expected) for page in pages)
+        html = client.get("/disagreements?page=2").text
+        assert "Page 2 of" in html and 'rel="prev" href="/disagreements"' in html
+        assert client.get("/disagreements?page=0").status_code == 422
+        assert client.get(f"/disagreements?page={len(pages) + 1}").status_code == 404
