@@ -45,6 +45,10 @@ GOLD = case((Review.source == IMDB, Review.label))  # a user's label is no gold 
 USER_LABEL = case((Review.source == USER, Review.label))
 # The explanation columns a page needs beside the highlights (``explanation_trust``).
 TRUST_COLUMNS = ("score", "target", "stability", "comprehensiveness", "random_comprehensiveness")
+# Per model, the aliases ``review_rows`` joins its predictions and explanations as: made once, since
+# making them costs more than the query they are in.
+PREDICTION_OF = {model: aliased(Prediction, name=f"p_{model}") for model in MODELS}
+EXPLANATION_OF = {model: aliased(Explanation, name=f"e_{model}") for model in MODELS}
 
 
 def review_rows(
@@ -56,7 +60,7 @@ def review_rows(
     (``explanation_trust``); ``disagreeing`` keeps only the reviews that the two models
     label differently.
     """
-    aliases = {model: aliased(Prediction, name=f"p_{model}") for model in MODELS}
+    aliases = PREDICTION_OF
     columns = [
         Review.id,
         Review.title_id,
@@ -73,7 +77,7 @@ def review_rows(
             alias.label.label(f"{model}_label"), alias.p_positive.label(f"{model}_p_positive")
         ).outerjoin(alias, and_(alias.review_id == Review.id, alias.model == model))
         if trust:
-            explanation = aliased(Explanation, name=f"e_{model}")
+            explanation = EXPLANATION_OF[model]
             stmt = stmt.add_columns(
                 *(getattr(explanation, name).label(f"{model}_{name}") for name in TRUST_COLUMNS)
             ).outerjoin(
