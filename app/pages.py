@@ -69,7 +69,8 @@ MAX_SEARCH_CHARS = 200
 def page_number(request: Request) -> int:
     """The ``page`` of the query string, a whole number from 1 (``AppError`` 422 otherwise)."""
     given = request.query_params.get("page", "1").strip() or "1"
-    if not given.isascii() or not given.isdigit() or not 1 <= int(given) <= MAX_PAGE:
+    whole = given.isascii() and given.isdigit() and len(given) <= len(str(MAX_PAGE))
+    if not whole or not 1 <= int(given) <= MAX_PAGE:
         raise AppError.one(
             422, "page", f"The page number is a whole number from 1 to {MAX_PAGE:,}; got {given[:20]!r}.", MAX_PAGE
         )

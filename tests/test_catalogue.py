@@ -116,6 +116,7 @@ def test_a_search_that_matches_nothing_says_so(paged_client, search):
         ("page=1.5", 422, "whole number from 1"),
         ("page=%EF%BC%92", 422, "whole number from 1"),  # a full-width digit
         ("page=" + "9" * 40, 422, "whole number from 1"),
+        ("page=" + "9" * 5000, 422, "whole number from 1"),  # more digits than int() reads
         ("page=99", 404, "There is no page 99"),
         ("q=" + "x" * 201, 422, "at most 200 characters"),
     ],
