@@ -79,7 +79,7 @@ class Pages(ConfigGroup):
     """The web pages."""
 
     titles_per_page: int = Field(48, ge=1, le=1000, description="Titles on one page of the dashboard.")
-    disagreements_per_page: int = Field(50, ge=1, le=1000, description="Reviews on one page of /disagreements.")
+    disagreements_per_page: int = Field(20, ge=1, le=1000, description="Reviews on one page of /disagreements.")
 
 
 class ApiLimits(ConfigGroup):
