@@ -21,6 +21,11 @@ from model.quality import FULL_COLOUR_WEIGHT, LOG_ODDS
 
 MIN_ALPHA = 0.04  # weaker highlights are not drawn
 TICK_COLUMNS = 400  # most wrong-review ticks under a bar: 2 px each on a bar 800 px wide
+# The column drawings of big catalogues' ticks, by the ticks list they were drawn from (kept with
+# it, so that its id is not reused): that list is the same object from request to request while
+# the catalogue is unchanged (``app.catalogue_cache``), and drawing it costs milliseconds.
+_drawn: dict[int, tuple[list, Markup]] = {}
+KEPT_DRAWINGS = 16
 
 
 def _alpha(weight: float, target: str | None) -> float:
@@ -127,14 +132,23 @@ def ticks_svg(summary: dict) -> Markup:
         return Markup("")
     ticks = summary.get("ticks", ())
     if total <= TICK_COLUMNS:
-        lines = "".join(_tick(tick["gold"], tick["index"] + 0.5) for tick in ticks)
-    else:
-        width = total / TICK_COLUMNS
-        columns = Counter((int(tick["index"] / width), tick["gold"]) for tick in ticks)
-        most = max(columns.values(), default=1)
-        lines = "".join(
-            _tick(gold, (column + 0.5) * width, count / most) for (column, gold), count in sorted(columns.items())
-        )
+        return _ticks_svg(total, "".join(_tick(tick["gold"], tick["index"] + 0.5) for tick in ticks))
+    found = _drawn.get(id(ticks))
+    if found is not None and found[0] is ticks:
+        return found[1]
+    width = total / TICK_COLUMNS
+    columns = Counter((int(tick["index"] / width), tick["gold"]) for tick in ticks)
+    most = max(columns.values(), default=1)
+    drawing = _ticks_svg(
+        total, "".join(_tick(gold, (column + 0.5) * width, count / most) for (column, gold), count in sorted(columns.items()))
+    )
+    if len(_drawn) >= KEPT_DRAWINGS:
+        _drawn.clear()
+    _drawn[id(ticks)] = (ticks, drawing)
+    return drawing
+
+
+def _ticks_svg(total: int, lines: str) -> Markup:
     return Markup(
         f'<svg class="ticks" viewBox="0 0 {total} 1" preserveAspectRatio="none" '
         f'aria-hidden="true" focusable="false">{lines}</svg>'

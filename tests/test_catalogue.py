@@ -298,7 +298,9 @@ def test_a_big_catalogue_s_wrong_reviews_are_drawn_as_columns_of_ticks():
     # 40,000 reviews (columns of 100), a wrong one every 10th in the first half and every 50th in the second
     ticks = [{"index": i, "review_id": i, "gold": "negative"} for i in range(0, 20_000, 10)]
     ticks += [{"index": i, "review_id": i, "gold": "positive"} for i in range(20_000, 40_000, 50)]
-    svg = str(ticks_svg({"scored": 40_000, "ticks": ticks}))
+    summary = {"scored": 40_000, "ticks": ticks}
+    assert ticks_svg(summary) is ticks_svg(summary)  # drawn once while the summary is kept
+    svg = str(ticks_svg(summary))
     lines = re.findall(r'<line class="tick gold-(pos|neg)" x1="([\d.]+)"[^>]*?(?: stroke-opacity="([\d.]+)")?/>', svg)
     assert len(lines) == TICK_COLUMNS  # one per column, each column holding some wrong reviews
     opacity = {side: {float(o or 1) for s, _, o in lines if s == side} for side in ("neg", "pos")}
