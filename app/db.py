@@ -182,6 +182,16 @@ class PseudoLabel(Base):
     p_positive: Mapped[float] = mapped_column(Float)
 
 
+class CatalogueVersion(Base):
+    """One row: a number that the database's triggers move whenever movies, reviews,
+    predictions or explanations change (migration 0004; ``app.catalogue_cache``)."""
+
+    __tablename__ = "catalogue_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+
+
 class Run(Base):
     """A pipeline run: its configuration, the steps it finished, metrics and timings."""
 

@@ -7,6 +7,7 @@ string (``app.view``). Templates are in ``templates/``, CSS and JS in ``static/`
 """
 
 import math
+from dataclasses import replace
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -61,11 +62,51 @@ router = APIRouter(include_in_schema=False)
 # twin (the lower one) is registered first: "/movies/{title_id}" would swallow "x.json".
 
 
+MAX_PAGE = 1_000_000  # as the API's page numbers
+MAX_SEARCH_CHARS = 200
+
+
+def page_number(request: Request) -> int:
+    """The ``page`` of the query string, a whole number from 1 (``AppError`` 422 otherwise)."""
+    given = request.query_params.get("page", "1").strip() or "1"
+    whole = given.isascii() and given.isdigit() and len(given) <= len(str(MAX_PAGE))
+    if not whole or not 1 <= int(given) <= MAX_PAGE:
+        raise AppError.one(
+            422, "page", f"The page number is a whole number from 1 to {MAX_PAGE:,}; got {given[:20]!r}.", MAX_PAGE
+        )
+    return int(given)
+
+
+def dashboard_view(request: Request) -> View:
+    """The view of the dashboard, with its title search (``q``) and page number."""
+    search = request.query_params.get("q", "").strip()
+    if len(search) > MAX_SEARCH_CHARS:
+        raise AppError.one(
+            422, "q", f"A title search is at most {MAX_SEARCH_CHARS} characters; got {len(search):,}.", MAX_SEARCH_CHARS
+        )
+    return replace(View.from_request(request), q=search, page=page_number(request))
+
+
+def paginated(request: Request, view: View, pagination: dict, what: str) -> None:
+    """Add to ``pagination`` the links to the pages before and after, in the format of this
+    answer (None at either end); a 404 for a page past the last."""
+    page, pages, total = pagination["page"], pagination["pages"], pagination["total"]
+    if page > pages:
+        raise AppError.one(404, "page", f"There is no page {page:,}: {total:,} {what}, {pages:,} pages of {pagination['per_page']}.")
+    path = route_path(request.scope)
+    pagination["prev"] = path + view.query(page=page - 1) if page > 1 else None
+    pagination["next"] = path + view.query(page=page + 1) if page < pages else None
+
+
 @router.get("/")
 @router.get("/index.json")
-def dashboard_page(request: Request, session: Session = Depends(get_session)) -> Response:
-    view = View.from_request(request)
-    return respond(request, "dashboard.html", queries.dashboard(session, view), view)
+def dashboard_page(
+    request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+) -> Response:
+    view = dashboard_view(request)
+    data = queries.dashboard(session, view, settings.titles_per_page)
+    paginated(request, view, data["pagination"], f"titles match {view.q!r}" if view.q else "titles")
+    return respond(request, "dashboard.html", data, view)
 
 
 @router.get("/movies/{title_id}")
@@ -86,8 +127,13 @@ def review_page(review_id: int, request: Request, session: Session = Depends(get
 
 @router.get("/disagreements")
 @router.get("/disagreements.json")
-def disagreements_page(request: Request, session: Session = Depends(get_session)) -> Response:
-    return respond(request, "disagreements.html", queries.disagreements(session), View.from_request(request))
+def disagreements_page(
+    request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+) -> Response:
+    view = replace(View.from_request(request), page=page_number(request))
+    data = queries.disagreements(session, view.page, settings.disagreements_per_page)
+    paginated(request, view, data["pagination"], "disagreements")
+    return respond(request, "disagreements.html", data, view)
 
 
 @router.get("/about")

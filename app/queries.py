@@ -7,6 +7,7 @@ the view hides (sentiment with Analyze off, gold labels with accuracy off) is le
 A page costs a handful of queries, whatever the number of reviews.
 """
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from statistics import fmean
@@ -14,6 +15,7 @@ from statistics import fmean
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session, aliased
 
+from app.catalogue_cache import kept
 from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, latest_run
 from app.view import View
 from model.config import DISTILL
@@ -39,8 +41,14 @@ from model.quality import LOG_ODDS, NO_FIT, QUALITY_FIELDS, UNSTABLE, assessment
 
 # --- rows ------------------------------------------------------------------------------
 
+GOLD = case((Review.source == IMDB, Review.label))  # a user's label is no gold label
+USER_LABEL = case((Review.source == USER, Review.label))
 # The explanation columns a page needs beside the highlights (``explanation_trust``).
 TRUST_COLUMNS = ("score", "target", "stability", "comprehensiveness", "random_comprehensiveness")
+# Per model, the aliases ``review_rows`` joins its predictions and explanations as: made once, since
+# making them costs more than the query they are in.
+PREDICTION_OF = {model: aliased(Prediction, name=f"p_{model}") for model in MODELS}
+EXPLANATION_OF = {model: aliased(Explanation, name=f"e_{model}") for model in MODELS}
 
 
 def review_rows(
@@ -52,12 +60,12 @@ def review_rows(
     (``explanation_trust``); ``disagreeing`` keeps only the reviews that the two models
     label differently.
     """
-    aliases = {model: aliased(Prediction, name=f"p_{model}") for model in MODELS}
+    aliases = PREDICTION_OF
     columns = [
         Review.id,
         Review.title_id,
-        case((Review.source == IMDB, Review.label)).label("gold"),  # a user's label is no gold label
-        case((Review.source == USER, Review.label)).label("user_label"),
+        GOLD.label("gold"),
+        USER_LABEL.label("user_label"),
         Review.rating,
         Review.source,
     ]
@@ -69,7 +77,7 @@ def review_rows(
             alias.label.label(f"{model}_label"), alias.p_positive.label(f"{model}_p_positive")
         ).outerjoin(alias, and_(alias.review_id == Review.id, alias.model == model))
         if trust:
-            explanation = aliased(Explanation, name=f"e_{model}")
+            explanation = EXPLANATION_OF[model]
             stmt = stmt.add_columns(
                 *(getattr(explanation, name).label(f"{model}_{name}") for name in TRUST_COLUMNS)
             ).outerjoin(
@@ -177,7 +185,6 @@ def model_summary(rows: list[dict], model: str, accuracy: bool) -> dict:
         (row for row in rows if model in row["predictions"]),
         key=lambda row: (-row["predictions"][model]["p_positive"], row["id"]),
     )
-    positive = sum(row["predictions"][model]["label"] == POSITIVE for row in scored)
     bar: list[dict] = []
     for row in scored:
         level = _strength(row["predictions"][model])
@@ -185,29 +192,45 @@ def model_summary(rows: list[dict], model: str, accuracy: bool) -> dict:
             bar[-1]["count"] += 1
         else:
             bar.append({"level": level, "count": 1})
+    user_labeled = [row for row in scored if row["user_label"] is not None]
+    counts = {
+        "reviews": len(rows),
+        "positive": sum(row["predictions"][model]["label"] == POSITIVE for row in scored),
+        "labeled": sum(row["gold"] is not None for row in scored),
+        "user_labeled": len(user_labeled),
+        "user_agree": sum(row["predictions"][model]["label"] == row["user_label"] for row in user_labeled),
+    }
+    ticks = [
+        {"index": index, "review_id": row["id"], "gold": row["gold"]}
+        for index, row in enumerate(scored)
+        if row["gold"] is not None and row["predictions"][model]["label"] != row["gold"]
+    ]
+    return summary_of(model, counts, bar, ticks if accuracy else None)
+
+
+# What a model's summary holds only with accuracy on (``summary_of``).
+ACCURACY_FIELDS = ("user_labeled", "user_agree", "labeled", "wrong", "correct", "accuracy", "ticks")
+
+
+def summary_of(model: str, counts: dict, bar: list[dict], ticks: list[dict] | None) -> dict:
+    """One model's summary (``model_summary``) from its ``counts`` (reviews, positive, labeled,
+    user_labeled, user_agree), its ``bar`` and, with accuracy on, the ``ticks`` of the wrong reviews."""
+    scored = sum(run["count"] for run in bar)
     summary = {
         "model": model,
         "name": DISPLAY_NAMES[model],
-        "reviews": len(rows),
-        "scored": len(scored),
-        "positive": positive,
-        "negative": len(scored) - positive,
-        "positive_share": positive / len(scored) if scored else None,
+        "reviews": counts["reviews"],
+        "scored": scored,
+        "positive": counts["positive"],
+        "negative": scored - counts["positive"],
+        "positive_share": counts["positive"] / scored if scored else None,
         "bar": bar,
     }
-    if accuracy:
-        user_labeled = [row for row in scored if row["user_label"] is not None]
+    if ticks is not None:
+        labeled = counts["labeled"]
         summary.update(
-            user_labeled=len(user_labeled),
-            user_agree=sum(row["predictions"][model]["label"] == row["user_label"] for row in user_labeled),
-        )
-        ticks = [
-            {"index": index, "review_id": row["id"], "gold": row["gold"]}
-            for index, row in enumerate(scored)
-            if row["gold"] is not None and row["predictions"][model]["label"] != row["gold"]
-        ]
-        labeled = sum(row["gold"] is not None for row in scored)
-        summary.update(
+            user_labeled=counts["user_labeled"],
+            user_agree=counts["user_agree"],
             labeled=labeled,
             wrong=len(ticks),
             correct=labeled - len(ticks),
@@ -241,54 +264,197 @@ def movie_dict(movie: Movie | None, title_id: str) -> dict:
 
 # --- dashboard -------------------------------------------------------------------------
 
-
-def _sort_key(sort: str):
-    def share(card):
-        return card["models"][MAIN_MODEL]["positive_share"]
-
-    def accuracy(card):
-        return card["models"][MAIN_MODEL].get("accuracy")
-
-    def missing_last(value, descending: bool):
-        if value is None:
-            return (1, 0.0)
-        return (0, -value if descending else value)
-
-    keys = {
-        "reviews": lambda card: (-card["reviews"], card["title"].lower()),
-        "title": lambda card: (card["title"].lower(), card["title_id"]),
-        "positive": lambda card: (missing_last(share(card), True), -card["reviews"]),
-        "negative": lambda card: (missing_last(share(card), False), -card["reviews"]),
-        "accurate": lambda card: (missing_last(accuracy(card), True), -card["reviews"]),
-        "inaccurate": lambda card: (
-            missing_last(accuracy(card), False),
-            -card["models"][MAIN_MODEL]["wrong"],
-            -card["reviews"],
-        ),
-    }
-    return keys[sort]
+# A review's colour in a bar, as ``_strength`` has it: the side of its label, 1-3 by confidence.
+_CONFIDENCE = case((Prediction.label == POSITIVE, Prediction.p_positive), else_=1.0 - Prediction.p_positive)
+_LEVEL = case(((_CONFIDENCE - 0.5) * 6 >= 2, 3), ((_CONFIDENCE - 0.5) * 6 >= 1, 2), else_=1)
+# The colour runs of a bar whose labels agree with their probabilities, highest positive probability first.
+BAR_ORDER = [(POSITIVE, 3), (POSITIVE, 2), (POSITIVE, 1), (NEGATIVE, 1), (NEGATIVE, 2), (NEGATIVE, 3)]
 
 
-def dashboard(session: Session, view: View) -> dict:
-    """All catalogue titles as cards, with a summary of all their reviews: two queries."""
-    rows = review_rows(session)
-    by_title: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
-        by_title[row["title_id"]].append(row)
-    movies = {
-        movie.title_id: movie
-        for movie in session.scalars(select(Movie).where(Movie.title_id.in_(list(by_title))))
-    }
-    cards = []
-    for title_id, title_rows in by_title.items():
-        card = movie_dict(movies.get(title_id), title_id)
-        card["reviews"] = len(title_rows)
-        card["models"] = summaries(title_rows, view)
-        cards.append(card)
-    cards.sort(key=_sort_key(view.effective_sort))
+def _missing_last(value: float | None, descending: bool) -> tuple:
+    if value is None:
+        return (1, 0.0)
+    return (0, -value if descending else value)
+
+
+def _main(card: dict, name: str):
+    return card["models"][MAIN_MODEL][name]
+
+
+# The dashboard's sort orders of the cards (``all_cards``); ties keep the order of the first reviews.
+TITLE_SORTS = {
+    "reviews": lambda card: (-card["reviews"], card["title"].casefold()),
+    "title": lambda card: (card["title"].casefold(), card["title_id"]),
+    "positive": lambda card: (_missing_last(_main(card, "positive_share"), True), -card["reviews"]),
+    "negative": lambda card: (_missing_last(_main(card, "positive_share"), False), -card["reviews"]),
+    "accurate": lambda card: (_missing_last(_main(card, "accuracy"), True), -card["reviews"]),
+    "inaccurate": lambda card: (_missing_last(_main(card, "accuracy"), False), -_main(card, "wrong"), -card["reviews"]),
+}
+
+
+def title_page(session: Session, view: View, per_page: int) -> tuple[list[dict], int]:
+    """The cards (``all_cards``) on page ``view.page`` of the dashboard (the titles whose title
+    or id contains ``view.q``, ignoring case, in ``view``'s order) and how many titles match.
+    Each order is kept while the catalogue is unchanged (``catalogue_cache``)."""
+    sort = view.effective_sort
+    ordered = kept(
+        session,
+        ("title order", sort),
+        lambda: [(f"{c['title']}\n{c['title_id']}".casefold(), c) for c in sorted(all_cards(session).values(), key=TITLE_SORTS[sort])],
+    )
+    needle = view.q.casefold()
+    matching = [card for searched, card in ordered if needle in searched]
+    start = (view.page - 1) * per_page
+    return matching[start : start + per_page], len(matching)
+
+
+def all_cards(session: Session) -> dict[str, dict]:
+    """Every catalogue title's card, by title id in the order of their first reviews: metadata,
+    reviews and every model's summary with accuracy, summed up by the database; kept while the
+    catalogue is unchanged (``catalogue_cache``)."""
+    return kept(session, ("cards",), lambda: _all_cards(session))
+
+
+def _all_cards(session: Session) -> dict[str, dict]:
+    titles = select(Review.title_id).where(Review.split == CATALOGUE)
+    reviews = dict(
+        session.execute(
+            select(Review.title_id, func.count())
+            .where(Review.split == CATALOGUE)
+            .group_by(Review.title_id)
+            .order_by(func.min(Review.id))
+        ).all()
+    )
+    movies = {movie.title_id: movie for movie in session.scalars(select(Movie).where(Movie.title_id.in_(titles)))}
+    figures = model_summaries(session, reviews, Review.title_id)
     return {
-        "summary": {"titles": len(cards), "reviews": len(rows), "models": summaries(rows, view)},
-        "titles": cards,
+        title_id: {**movie_dict(movies.get(title_id), title_id), "reviews": count, "models": figures[title_id]}
+        for title_id, count in reviews.items()
+    }
+
+
+def in_view_card(card: dict, view: View) -> dict:
+    """A card of ``all_cards`` as ``view`` shows it."""
+    return {**card, "models": in_view(card["models"], view)}
+
+
+def catalogue_summary(session: Session, view: View) -> dict:
+    """Titles and reviews of the whole catalogue and its models' summaries (``model_summaries``)
+    as ``view`` shows them, kept while the catalogue is unchanged (``catalogue_cache``)."""
+    summary = kept(session, ("summary",), lambda: _catalogue_summary(session))
+    return {**summary, "models": in_view(summary["models"], view)}
+
+
+def _catalogue_summary(session: Session) -> dict:
+    titles, reviews = session.execute(
+        select(func.count(func.distinct(Review.title_id)), func.count()).where(Review.split == CATALOGUE)
+    ).one()
+    return {"titles": titles, "reviews": reviews, "models": model_summaries(session, {None: reviews})[None]}
+
+
+def in_view(summaries: dict[str, dict], view: View) -> dict[str, dict]:
+    """Of every model's summary with accuracy, those of the models ``view`` shows, without the
+    accuracy fields unless it shows accuracy (as ``model_summary`` makes them)."""
+    if view.show_accuracy:
+        return {model: summaries[model] for model in view.models}
+    return {model: {k: v for k, v in summaries[model].items() if k not in ACCURACY_FIELDS} for model in view.models}
+
+
+def model_summaries(session: Session, reviews: dict, group=None) -> dict:
+    """Per key of ``reviews`` (the number of catalogue reviews of each group: every title id,
+    with ``group`` ``Review.title_id``; None, without, for the whole catalogue), the summary with
+    accuracy that ``model_summary`` makes of each model over the group's reviews, summed up by
+    the database: a query of counts by colour and one of the wrong reviews."""
+    keys = _group_keys(group)
+    counts = session.execute(
+        select(
+            *keys,
+            Prediction.model,
+            Prediction.label,
+            _LEVEL.label("level"),
+            func.count().label("count"),
+            func.sum(case((GOLD.is_not(None), 1), else_=0)).label("labeled"),
+            func.sum(case((USER_LABEL.is_not(None), 1), else_=0)).label("user_labeled"),
+            func.sum(case((USER_LABEL == Prediction.label, 1), else_=0)).label("user_agree"),
+        )
+        .join(Review, Review.id == Prediction.review_id)
+        .where(Review.split == CATALOGUE)
+        .group_by(*keys, Prediction.model, Prediction.label, _LEVEL)
+    ).all()
+    ticks = wrong_ticks(session, group)
+    by_key: dict = defaultdict(list)
+    for row in counts:
+        by_key[getattr(row, "key", None), row.model].append(row)
+    return {
+        name: {model: _summary_of_counts(model, total, by_key[name, model], ticks[name, model]) for model in MODELS}
+        for name, total in reviews.items()
+    }
+
+
+def _group_keys(group) -> list:
+    """The column that tells the groups apart, labelled ``key``: none for the whole catalogue."""
+    return [] if group is None else [group.label("key")]
+
+def _summary_of_counts(model: str, reviews: int, rows: list, ticks: list[dict]) -> dict:
+    """``summary_of`` one model from the database's counts ``rows`` by label and colour."""
+    counts = {"reviews": reviews, "positive": sum(row.count for row in rows if row.label == POSITIVE)}
+    for name in ("labeled", "user_labeled", "user_agree"):
+        counts[name] = sum(getattr(row, name) or 0 for row in rows)
+    runs = {(row.label, row.level): row.count for row in rows}
+    bar = [
+        {"level": f"{short_label(label)}{level}", "count": runs[label, level]}
+        for label, level in BAR_ORDER
+        if runs.get((label, level))
+    ]
+    return summary_of(model, counts, bar, ticks)
+
+
+def wrong_ticks(session: Session, group=None) -> dict:
+    """Per (group, model), as ``model_summaries`` groups them, the wrong catalogue
+    reviews at their positions in the order of the model's bar (positive probability, highest
+    first): one query with a window function."""
+    keys = _group_keys(group)
+    ranked = (
+        select(
+            *keys,
+            Prediction.model,
+            Review.id.label("review_id"),
+            GOLD.label("gold"),
+            Prediction.label,
+            func.row_number()
+            .over(partition_by=(*keys, Prediction.model), order_by=(Prediction.p_positive.desc(), Review.id))
+            .label("position"),
+        )
+        .join(Review, Review.id == Prediction.review_id)
+        .where(Review.split == CATALOGUE)
+        .subquery()
+    )
+    stmt = (
+        select(ranked)
+        .where(ranked.c.gold.is_not(None), ranked.c.label != ranked.c.gold)
+        .order_by(ranked.c.model, ranked.c.position)
+    )
+    ticks: dict = defaultdict(list)
+    for row in session.execute(stmt):
+        tick = {"index": row.position - 1, "review_id": row.review_id, "gold": row.gold}
+        ticks[getattr(row, "key", None), row.model].append(tick)
+    return ticks
+
+
+def dashboard(session: Session, view: View, per_page: int) -> dict:
+    """Page ``view.page`` of the catalogue's titles (those matching ``view.q``) as cards, with
+    a summary of all the catalogue's reviews and the pagination: a handful of queries, whatever
+    the size of the catalogue."""
+    cards, matching = title_page(session, view, per_page)
+    return {
+        "summary": catalogue_summary(session, view),
+        "titles": [in_view_card(card, view) for card in cards],
+        "pagination": {
+            "page": view.page,
+            "per_page": per_page,
+            "total": matching,
+            "pages": max(1, math.ceil(matching / per_page)),
+        },
     }
 
 
@@ -411,34 +577,52 @@ def explanation_record(e: Explanation) -> dict:
     return record
 
 
-def disagreements(session: Session) -> dict:
-    """Every catalogue review the two models label differently, and which one was right."""
-    view = View(analyze=True, accuracy=True, compare=True)
-    rows = review_rows(session, text=True, trust=True, disagreeing=True)
-    ids = [row["id"] for row in rows]
-    sentences = sentences_by_review(session, Review.id.in_(ids)) if ids else {}
+def _disagreement_list(session: Session) -> dict:
+    """Every catalogue review the two models label differently, by title then id, with the
+    model that was right (None: neither, or no gold label), and the count of each."""
+    rows = review_rows(session, disagreeing=True)
     titles = dict(
         session.execute(
             select(Movie.title_id, Movie.title).where(Movie.title_id.in_({row["title_id"] for row in rows}))
         ).all()
     )
     right = {**dict.fromkeys(MODELS, 0), "unknown": 0}
-    items = []
+    entries = []
     for row in rows:
-        item = review_item(row, sentences.get(row["id"], []), view, MODELS)
-        item["title"] = titles.get(row["title_id"]) or row["title_id"]
-        winner = next((m for m, p in item["predictions"].items() if p.get("correct")), None)
-        item["right"] = winner
+        winner = next((m for m, p in row["predictions"].items() if row["gold"] is not None and p["label"] == row["gold"]), None)
         right[winner or "unknown"] += 1
+        entries.append({"id": row["id"], "title": titles.get(row["title_id"]) or row["title_id"], "right": winner})
+    entries.sort(key=lambda entry: (entry["title"].casefold(), entry["id"]))
+    return {"entries": entries, "right": right}
+
+
+def disagreements(session: Session, page: int, per_page: int) -> dict:
+    """Page ``page`` of the catalogue reviews the two models label differently, side by side,
+    with which one was right, and the count of all of them. The list is kept while the
+    catalogue is unchanged (``catalogue_cache``); the page's reviews are read in three queries."""
+    listing = kept(session, ("disagreements",), lambda: _disagreement_list(session))
+    entries = listing["entries"][(page - 1) * per_page : page * per_page]
+    ids = [entry["id"] for entry in entries]
+    view = View(analyze=True, accuracy=True, compare=True)
+    rows = {row["id"]: row for row in review_rows(session, Review.id.in_(ids), text=True, trust=True)} if ids else {}
+    sentences = sentences_by_review(session, Review.id.in_(ids)) if ids else {}
+    items = []
+    for entry in entries:
+        item = review_item(rows[entry["id"]], sentences.get(entry["id"], []), view, MODELS)
+        item.update(title=entry["title"], right=entry["right"])
         item["key_sentences"] = {
             model: key_sentence(item["sentences"], model, prediction["label"])
             for model, prediction in item["predictions"].items()
         }
+        del item["sentences"]  # the page shows each model's key sentence, not every sentence
         items.append(item)
-    items.sort(key=lambda item: (item["title"].lower(), item["id"]))
-    for item in items:  # the page shows each model's key sentence, not every sentence
-        del item["sentences"]
-    return {"count": len(items), "right": right, "reviews": items}
+    count = len(listing["entries"])
+    return {
+        "count": count,
+        "right": listing["right"],
+        "reviews": items,
+        "pagination": {"page": page, "per_page": per_page, "total": count, "pages": max(1, math.ceil(count / per_page))},
+    }
 
 
 # --- about -----------------------------------------------------------------------------
@@ -489,6 +673,11 @@ def _model_quality(model: str, rows: list[dict]) -> dict:
 
 
 def explanation_quality(session: Session) -> dict:
+    """``_explanation_quality``, kept while the catalogue is unchanged (``catalogue_cache``)."""
+    return kept(session, ("explanation quality",), lambda: _explanation_quality(session))
+
+
+def _explanation_quality(session: Session) -> dict:
     """Per model, the trust figures of its sentence explanations of the catalogue (user reviews
     included): means and histograms, raw faithfulness beside random sentences, the counts of
     weak and of empty explanations, and the reviews whose top sentence is the least faithful
@@ -533,7 +722,9 @@ def explanation_quality(session: Session) -> dict:
 def about(session: Session) -> dict:
     """The latest pipeline run: configuration, metrics of both models, timings; how far the
     explanations can be trusted."""
-    counts = dict(session.execute(select(Review.split, func.count()).group_by(Review.split)).all())
+    counts = kept(
+        session, ("reviews by split",), lambda: dict(session.execute(select(Review.split, func.count()).group_by(Review.split)).all())
+    )
     page: dict = {"database_counts": counts, "run": None}
     run = latest_run(session)
     if run is None:

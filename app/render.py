@@ -9,6 +9,7 @@ model, so the same weight looks the same everywhere.
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable
 
 from markupsafe import Markup, escape
@@ -19,6 +20,12 @@ from model.names import DISPLAY_NAMES, MODELS, NBSVM, NEGATIVE, POSITIVE, TEACHE
 from model.quality import FULL_COLOUR_WEIGHT, LOG_ODDS
 
 MIN_ALPHA = 0.04  # weaker highlights are not drawn
+TICK_COLUMNS = 400  # most wrong-review ticks under a bar: 2 px each on a bar 800 px wide
+# The column drawings of big catalogues' ticks, by the ticks list they were drawn from (kept with
+# it, so that its id is not reused): that list is the same object from request to request while
+# the catalogue is unchanged (``app.catalogue_cache``), and drawing it costs milliseconds.
+_drawn: dict[int, tuple[list, Markup]] = {}
+KEPT_DRAWINGS = 16
 
 
 def _alpha(weight: float, target: str | None) -> float:
@@ -116,19 +123,41 @@ def bar_svg(summary: dict) -> Markup:
 
 
 def ticks_svg(summary: dict) -> Markup:
-    """A tick under the bar at each wrong review, coloured by its gold label."""
+    """A tick under the bar at each wrong review, coloured by its gold label. Over more than
+    ``TICK_COLUMNS`` reviews (a big catalogue, where 2 px ticks would merge into a band) the bar
+    is cut into that many columns, and a column's tick is as opaque as its share of the most
+    wrong reviews any column has."""
     total = summary["scored"]
     if not total:
         return Markup("")
-    lines = "".join(
-        f'<line class="tick gold-{short_label(tick["gold"])}" '
-        f'x1="{tick["index"] + 0.5}" x2="{tick["index"] + 0.5}" y1="0" y2="1"/>'
-        for tick in summary.get("ticks", ())
+    ticks = summary.get("ticks", ())
+    if total <= TICK_COLUMNS:
+        return _ticks_svg(total, "".join(_tick(tick["gold"], tick["index"] + 0.5) for tick in ticks))
+    found = _drawn.get(id(ticks))
+    if found is not None and found[0] is ticks:
+        return found[1]
+    width = total / TICK_COLUMNS
+    columns = Counter((int(tick["index"] / width), tick["gold"]) for tick in ticks)
+    most = max(columns.values(), default=1)
+    drawing = _ticks_svg(
+        total, "".join(_tick(gold, (column + 0.5) * width, count / most) for (column, gold), count in sorted(columns.items()))
     )
+    if len(_drawn) >= KEPT_DRAWINGS:
+        _drawn.clear()
+    _drawn[id(ticks)] = (ticks, drawing)
+    return drawing
+
+
+def _ticks_svg(total: int, lines: str) -> Markup:
     return Markup(
         f'<svg class="ticks" viewBox="0 0 {total} 1" preserveAspectRatio="none" '
         f'aria-hidden="true" focusable="false">{lines}</svg>'
     )
+
+
+def _tick(gold: str, x: float, opacity: float = 1.0) -> str:
+    shade = "" if opacity == 1.0 else f' stroke-opacity="{max(0.15, opacity):.2f}"'
+    return f'<line class="tick gold-{short_label(gold)}" x1="{x:g}" x2="{x:g}" y1="0" y2="1"{shade}/>'
 
 
 # --- charts ------------------------------------------------------------------------------

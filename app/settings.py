@@ -80,6 +80,13 @@ class Server(ConfigGroup):
     )  # fmt: skip
 
 
+class Pages(ConfigGroup):
+    """The web pages."""
+
+    titles_per_page: int = Field(48, ge=1, le=1000, description="Titles on one page of the dashboard.")
+    disagreements_per_page: int = Field(20, ge=1, le=1000, description="Reviews on one page of /disagreements.")
+
+
 class ApiLimits(ConfigGroup):
     """The JSON API, /analyze and live analysis."""
 
@@ -150,6 +157,7 @@ class Settings(
     WordLimeConfig,
     CurveConfig,
     Server,
+    Pages,
     ApiLimits,
 ):
     model_config = SettingsConfigDict(env_prefix="TEXTFLIX_", extra="ignore")

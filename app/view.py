@@ -1,10 +1,11 @@
 """The view state of the pages, carried in the query string so that every view is a link.
 
-``?analyze=1&accuracy=1&compare=1&sort=positive&wrong=1&weak=1``: *analyze* shows the
+``?analyze=1&accuracy=1&compare=1&sort=positive&wrong=1&weak=1&q=alien&page=2``: *analyze* shows the
 models' sentiment; *accuracy* and *compare* take effect only while analysing, but stay in
 the links while Analyze is off, so turning it back on restores them. *sort* orders the
 dashboard, *wrong* filters a title page to the wrong predictions (with accuracy on), *weak*
-to the reviews whose explanation is weak (while analysing).
+to the reviews whose explanation is weak (while analysing). *q* searches the dashboard's
+titles and *page* pages through them (``app.pages.dashboard_view`` checks both).
 """
 
 from dataclasses import dataclass, replace
@@ -34,6 +35,8 @@ class View:
     sort: str = DEFAULT_SORT
     wrong: bool = False
     weak: bool = False
+    q: str = ""  # dashboard: title search
+    page: int = 1  # dashboard: page of titles
 
     @classmethod
     def from_request(cls, request: Request) -> "View":
@@ -94,12 +97,17 @@ class View:
         for name in ("wrong", "weak"):
             if getattr(view, name):
                 params[name] = "1"
+        if view.q:
+            params["q"] = view.q
+        if view.page != 1:
+            params["page"] = str(view.page)
         return "?" + urlencode(params) if params else ""
 
     def link(self, path: str, **changes) -> str:
-        """A link to another page in the same view (the title-page filters are dropped)."""
-        changes.setdefault("wrong", False)
-        changes.setdefault("weak", False)
+        """A link to another page in the same view (the title-page filters, the dashboard's
+        search and page are dropped)."""
+        for name, default in (("wrong", False), ("weak", False), ("q", ""), ("page", 1)):
+            changes.setdefault(name, default)
         return path + self.query(**changes)
 
     def toggle(self, path: str, name: str) -> str:
@@ -115,4 +123,6 @@ class View:
             "wrong_only": self.only_wrong,
             "weak_only": self.only_weak,
             "models": list(self.models),
+            "q": self.q,
+            "page": self.page,
         }

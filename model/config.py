@@ -10,7 +10,7 @@ imports nothing heavy, so that the command line starts fast.
 
 import re
 from pathlib import Path
-from typing import ClassVar, Literal, Self
+from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -68,18 +68,23 @@ class SplitConfig(Seeded):
     shapes_build = True
 
     train_size: int = Field(500, ge=2, description="Training reviews, half of each class.")
-    titles: int = Field(50, ge=1, description="Titles in the catalogue.")
+    titles: Annotated[int, Field(ge=1)] | Literal["all"] = Field(
+        50, description="Titles in the catalogue (those with the most short reviews first), or 'all': every title of the test split."
+    )
     max_words: int = Field(250, ge=1, description="Longest catalogue review, in words.")
     eval_size: int | Literal["all"] = Field(
         2000, description="Evaluation reviews sampled from the rest of the test split, or 'all'."
     )
 
-    @field_validator("eval_size", mode="before")
+    @field_validator("titles", "eval_size", mode="before")
     @classmethod
-    def _eval_size(cls, value):
-        if isinstance(value, str) and value != "all":
-            return int(value)
-        return value
+    def _count_or_all(cls, value):
+        if isinstance(value, str) and value.strip() != "all":
+            try:
+                return int(value)
+            except ValueError:
+                raise ValueError(f"a whole number or 'all', not {value!r}") from None
+        return value.strip() if isinstance(value, str) else value
 
 
 class NbsvmConfig(Seeded):

@@ -244,7 +244,8 @@ def make_splits(reviews: list[RawReview], config: SplitConfig) -> Splits:
     test = [r for r in unique if r.split == "test"]
     short = [r for r in test if r.word_count <= config.max_words]
     counts = Counter(r.title_id for r in short)
-    chosen = [t for t, _ in sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))[: config.titles]]
+    ranked = [t for t, _ in sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))]
+    chosen = ranked if config.titles == "all" else ranked[: config.titles]
     chosen_set = set(chosen)
     catalogue = [r for r in short if r.title_id in chosen_set]
     in_catalogue = {r.key for r in catalogue}

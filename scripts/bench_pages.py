@@ -1,11 +1,17 @@
 """Median server-side render time of the Textflix pages.
 
-Builds a database the size of the full default catalogue (50 titles, ~1,100 reviews of
-~10 sentences, both models' predictions and sentence weights, NB-SVM word weights,
-500 training and 2,000 evaluation reviews) or takes one with --database, then requests
-the pages in-process with FastAPI's TestClient and prints one line per figure:
+Builds a SYNTHETIC database (random words, random predictions, weights and explanation
+quality figures: fine for render timing, not for anything the models say) or takes one
+with --database, then requests every page of DESIGN §2 in every view in-process with
+FastAPI's TestClient and prints one line per page: the median of --requests timed
+requests, wall clock and CPU time. The default size is the default catalogue's (50 titles, 1,100 reviews of ~10
+sentences, both models' predictions, sentence weights and explanations, NB-SVM word
+weights, 500 training and 2,000 evaluation reviews); --titles 3581 --reviews 25000 has the
+shape of the full IMDB test split (``textflix build --titles all``):
 
-    python scripts/bench_pages.py [--database sqlite:///data/textflix.db] [--requests 30]
+    python scripts/bench_pages.py [--titles 3581 --reviews 25000] [--database URL] [--requests 30]
+
+/analyze is left out: its GET is an empty form and its POST the models' work (scripts/bench_api.py).
 """
 
 import argparse
@@ -23,6 +29,7 @@ from sqlalchemy.orm import Session
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.db import (  # noqa: E402
+    Explanation,
     Movie,
     Prediction,
     Review,
@@ -35,6 +42,7 @@ from app.db import (  # noqa: E402
 )
 from app.main import create_app  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from model.quality import QUALITY_FIELDS  # noqa: E402
 
 VOCABULARY = (
     "the film story acting plot great boring wonderful awful slow funny sad music scenes "
@@ -48,12 +56,40 @@ def _sentence(rng: random.Random) -> str:
     return " ".join(words).capitalize() + rng.choice(".!.?.")
 
 
+def explanation_row(rng: random.Random, review_id: int, model: str, level: str, sentences: int) -> dict:
+    """A synthetic explanation with LIME's fit and, at sentence level, its quality figures."""
+    row = dict(review_id=review_id, model=model, level=level, samples=512, intercept=rng.gauss(0, 0.5), score=rng.random())
+    row.update(dict.fromkeys(QUALITY_FIELDS), target=None)  # one set of columns for every row of the insert
+    if level == "sentence":
+        row.update(
+            target="log_odds", stability=rng.random(), top_k=max(1, sentences // 5),
+            **{name: rng.uniform(-0.1, 0.6) for name in (
+                "comprehensiveness", "sufficiency", "random_comprehensiveness", "random_sufficiency",
+                "comprehensiveness_top", "sufficiency_top", "random_comprehensiveness_top", "random_sufficiency_top",
+            )},
+            normalised_comprehensiveness=rng.random(), normalised_sufficiency=rng.random(),
+        )  # fmt: skip
+    return row
+
+
+def title_sizes(rng: random.Random, titles: int, reviews: int) -> list[int]:
+    """Reviews per title, uneven like the real catalogue's (at most 30, as IMDB has per title and split)."""
+    counts = [reviews // titles + (index < reviews % titles) for index in range(titles)]
+    lowest = max(1, reviews // titles - 9)
+    for _ in range(10 * titles):
+        give, take = rng.randrange(titles), rng.randrange(titles)
+        if counts[give] > lowest and counts[take] < 30 and give != take:
+            counts[give] -= 1
+            counts[take] += 1
+    return counts
+
+
 def build_database(url: str, titles: int = 50, reviews: int = 1100, seed: int = 0) -> None:
-    """Fill an empty database at ``url`` with a synthetic catalogue of the full size."""
+    """Fill an empty database at ``url`` with a synthetic catalogue of ``reviews`` reviews of ``titles`` titles."""
     rng = random.Random(seed)
     engine = make_engine(url)
     migrate(engine)
-    movies, review_rows, predictions, sentences, weights, words = [], [], [], [], [], []
+    movies, review_rows, predictions, sentences, weights, words, explanations = [], [], [], [], [], [], []
     for index in range(titles):
         movies.append(
             dict(
@@ -108,15 +144,11 @@ def build_database(url: str, titles: int = 50, reviews: int = 1100, seed: int = 
                 weights.append(dict(sentence_id=sentence_id, model=model, weight=rng.gauss(0, 0.15)))
         for word in set(rng.sample(VOCABULARY, 20)):
             words.append(dict(review_id=review_id, model="nbsvm", word=word, weight=rng.gauss(0, 0.1)))
+        for model in ("bert", "nbsvm"):
+            explanations.append(explanation_row(rng, review_id, model, "sentence", len(parts)))
+        explanations.append(explanation_row(rng, review_id, "nbsvm", "word", len(parts)))
 
-    # uneven titles, like the real catalogue: 13 to 30 reviews each
-    counts = [reviews // titles + (index < reviews % titles) for index in range(titles)]
-    for _ in range(10 * titles):
-        give, take = rng.randrange(titles), rng.randrange(titles)
-        if counts[give] > 13 and counts[take] < 30 and give != take:
-            counts[give] -= 1
-            counts[take] += 1
-    for movie, count in zip(movies, counts, strict=True):
+    for movie, count in zip(movies, title_sizes(rng, titles, reviews), strict=True):
         for _ in range(count):
             add_review(movie["title_id"], "catalogue", True)
     for _ in range(500):
@@ -132,6 +164,7 @@ def build_database(url: str, titles: int = 50, reviews: int = 1100, seed: int = 
             (Sentence, sentences),
             (SentenceWeight, weights),
             (WordWeight, words),
+            (Explanation, explanations),
         ):
             connection.execute(insert(table), rows)
         metrics = {
@@ -163,22 +196,28 @@ def build_database(url: str, titles: int = 50, reviews: int = 1100, seed: int = 
     engine.dispose()
 
 
-def median_ms(client: TestClient, path: str, requests: int) -> float:
+def median_ms(client: TestClient, path: str, requests: int) -> tuple[float, float]:
+    """Median wall-clock and CPU time (this process, all threads) of a request, in ms: on a
+    machine that other work shares, the CPU time is what the page costs and the wall time what
+    it took."""
     for _ in range(3):  # warm up: templates compiled, caches filled
         assert client.get(path).status_code == 200, path
-    timings = []
+    wall, cpu = [], []
     for _ in range(requests):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         response = client.get(path)
-        timings.append(time.perf_counter() - start)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         assert response.status_code == 200, path
-    return statistics.median(timings) * 1000
+    return statistics.median(wall) * 1000, statistics.median(cpu) * 1000
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database", help="SQLAlchemy URL of a built database (default: build a synthetic one)")
     parser.add_argument("--requests", type=int, default=30, help="timed requests per page")
+    parser.add_argument("--titles", type=int, default=50, help="titles of the synthetic catalogue")
+    parser.add_argument("--reviews", type=int, default=1100, help="reviews of the synthetic catalogue")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -186,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
         if url is None:
             url = f"sqlite:///{Path(scratch) / 'bench.db'}"
             start = time.perf_counter()
-            build_database(url)
+            build_database(url, args.titles, args.reviews)
             print(f"built a synthetic database in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         app = create_app(Settings(database_url=url))
         with Session(app.state.engine) as session:
@@ -207,17 +246,28 @@ def main(argv: list[str] | None = None) -> None:
             f"{args.requests} timed requests per page",
             file=sys.stderr,
         )
+        title = f"title page ({title_reviews} reviews)"
         pages = [
-            ("dashboard, Analyze and accuracy on", "/?analyze=1&accuracy=1"),
             ("dashboard, Analyze off", "/"),
-            (f"title page ({title_reviews} reviews), accuracy and comparison on", f"/movies/{title_id}?analyze=1&accuracy=1&compare=1"),
-            (f"title page ({title_reviews} reviews), Analyze off", f"/movies/{title_id}"),
-            ("review page, Analyze on", f"/reviews/{review_id}?analyze=1&accuracy=1"),
+            ("dashboard, Analyze on", "/?analyze=1"),
+            ("dashboard, Analyze and accuracy on", "/?analyze=1&accuracy=1"),
+            ("dashboard, Analyze, accuracy and comparison on", "/?analyze=1&accuracy=1&compare=1"),
+            ("dashboard, sorted by most inaccurate", "/?analyze=1&accuracy=1&sort=inaccurate"),
+            ("dashboard, page 2", "/?analyze=1&accuracy=1&page=2"),
+            ("dashboard, title search", "/?analyze=1&accuracy=1&q=title+1"),
+            (f"{title}, Analyze off", f"/movies/{title_id}"),
+            (f"{title}, Analyze on", f"/movies/{title_id}?analyze=1"),
+            (f"{title}, accuracy on, wrong ones only", f"/movies/{title_id}?analyze=1&accuracy=1&wrong=1"),
+            (f"{title}, accuracy and comparison on", f"/movies/{title_id}?analyze=1&accuracy=1&compare=1"),
+            ("review page, Analyze off", f"/reviews/{review_id}"),
+            ("review page, Analyze and accuracy on", f"/reviews/{review_id}?analyze=1&accuracy=1"),
             ("disagreements", "/disagreements"),
+            ("about", "/about"),
         ]
         with TestClient(app) as client:
             for label, path in pages:
-                print(f"median render time, {label}: {median_ms(client, path, args.requests):.1f} ms")
+                wall, cpu = median_ms(client, path, args.requests)
+                print(f"median render time, {label}: {wall:.1f} ms (CPU {cpu:.1f} ms)")
         app.state.engine.dispose()
 
 

@@ -334,3 +334,67 @@ def test_phone_width_has_no_horizontal_scrolling(phone):
         widths = phone.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
         assert widths[0] <= widths[1], f"{path} scrolls sideways at 360 px: {widths}"
         shot(phone, f"phone-{name}")
+
+
+# --- a bigger catalogue: pages of titles and the title search ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def catalogue_server(tmp_path_factory):
+    """A synthetic catalogue of 150 titles (``scripts/bench_pages.py``), 48 titles a page."""
+    from scripts.bench_pages import build_database
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('catalogue') / 'textflix.db'}"
+    build_database(url, titles=150, reviews=1500)
+    with serve_in_thread(create_app(Settings(database_url=url))) as server:
+        yield server
+
+
+@pytest.fixture(params=[("desktop", DESKTOP), ("phone", PHONE)], ids=["desktop", "phone"])
+def no_script_page(request, browser, catalogue_server):
+    """A page of the big catalogue with JavaScript off, at desktop and phone width."""
+    name, viewport = request.param
+    context = browser.new_context(viewport=viewport, base_url=catalogue_server, java_script_enabled=False)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.width_name = name
+    yield page
+    context.close()
+
+
+def test_search_and_page_links_work_without_javascript(no_script_page):
+    page = no_script_page
+    page.goto("/?analyze=1&accuracy=1&sort=inaccurate")
+    assert page.locator("li.card").count() == 48
+    page.get_by_label("Search titles").fill("TITLE 1")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_url("**q=TITLE+1**")
+    assert "analyze=1" in page.url and "accuracy=1" in page.url and "sort=inaccurate" in page.url
+    titles = page.locator("li.card h2").all_inner_texts()
+    assert titles and all("title 1" in title.lower() for title in titles)
+    # "Synthetic Title 1", 10-19 and 100-149, less the 3 without metadata (107, 124, 141)
+    assert page.locator(".sorts span").inner_text().startswith("58 of 150 titles match “TITLE 1”")
+    assert len(titles) == 48
+
+    page.goto("/?analyze=1&accuracy=1&q=title")  # 141 of 150 titles match: 3 pages
+    pager = page.get_by_role("navigation", name="Pages of titles")
+    assert pager.locator("[aria-current=page]").inner_text() == "1"
+    pager.get_by_role("link", name="next →").click()
+    page.wait_for_url("**page=2**")
+    assert "q=title" in page.url and "analyze=1" in page.url
+    assert page.get_by_role("navigation", name="Pages of titles").locator("[aria-current=page]").inner_text() == "2"
+    assert page.locator(".pager-status").inner_text() == "Page 2 of 3 · titles 49–96 of 141"
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], f"the dashboard scrolls sideways: {widths}"
+    shot(page, f"dashboard-search-page-2-{page.width_name}")
+    page.get_by_role("navigation", name="Pages of titles").get_by_role("link", name="3", exact=True).click()
+    page.wait_for_url("**page=3**")
+    assert page.locator("li.card").count() == 141 - 96
+    assert page.get_by_role("navigation", name="Pages of titles").locator("span[aria-disabled=true]").inner_text() == "next →"
+
+    page.get_by_label("Search titles").fill("no such film")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_url("**q=no+such+film**")
+    assert "page=" not in page.url  # a new search starts at page 1
+    assert page.locator("p.empty").inner_text().startswith("No titles match")
+    shot(page, f"dashboard-search-nothing-{page.width_name}")

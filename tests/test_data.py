@@ -84,6 +84,33 @@ def test_catalogue_takes_titles_with_most_short_reviews(tiny_archive):
     assert {r.key for r in splits.eval} == {"test/pos/1_9", "test/neg/1_2"} - {"test/pos/1_9"}
 
 
+def test_titles_all_takes_every_title_of_the_test_split(tmp_path):
+    files = tiny_files()
+    files["aclImdb/test/neg/2_2.txt"] = "An awful film. " * 100  # too long for the catalogue: evaluated
+    reviews = read_archive(write_archive(tmp_path / ARCHIVE, files))
+    splits = make_splits(reviews, SplitConfig(train_size=2, titles="all", max_words=250, eval_size="all"))
+    assert sorted(splits.title_ids) == ["tt0000001", "tt0000002"]
+    # every short test review (less the one that repeats a training review) is in the catalogue
+    short = {r.key for r in reviews if r.split == "test" and r.word_count <= 250}
+    assert {r.key for r in splits.catalogue} == short - {"test/pos/1_9"}
+    assert [r.key for r in splits.eval] == ["test/neg/2_2"]
+    # a bigger number than there are titles takes them all too
+    assert make_splits(reviews, SplitConfig(train_size=2, titles=10)).title_ids == splits.title_ids
+
+
+def test_titles_is_a_number_or_all_from_the_flag_and_the_environment(monkeypatch):
+    args = vars(parser().parse_args(["build", "--titles", "all"]))
+    args.pop("command")
+    assert Settings(**args).titles == "all"
+    assert Settings(**args).build_config()["titles"] == "all"  # in the run record and the fingerprint
+    monkeypatch.setenv("TEXTFLIX_TITLES", "120")
+    assert Settings().titles == 120
+    for bad in ("some", "0"):
+        monkeypatch.setenv("TEXTFLIX_TITLES", bad)
+        with pytest.raises(ValidationError, match="whole number or 'all'|greater than or equal to 1"):
+            Settings()
+
+
 def test_splits_are_seeded(tiny_archive):
     reviews = read_archive(tiny_archive)
     keys = [[r.key for r in make_splits(reviews, SplitConfig(train_size=2, seed=s)).train] for s in (3, 3, 4)]

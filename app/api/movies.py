@@ -31,6 +31,7 @@ def paginate(items: list, page: int, per_page: int, settings: Settings) -> tuple
 @router.get("/movies", response_model=MovieList)
 def list_movies(
     sort: Annotated[Sort, Query(description="As on the dashboard: most reviews, title, most positive, ...")] = "reviews",
+    q: Annotated[str, Query(max_length=200, description="Only titles whose title or id contains this, ignoring case.")] = "",
     page: Page = 1,
     per_page: PerPage = 50,
     session: Session = Depends(get_session),
@@ -38,12 +39,13 @@ def list_movies(
 ) -> dict:
     """The catalogue titles with both models' statistics.
 
-    Every catalogue title as a dashboard card (metadata, review count, per-model
-    sentiment and accuracy), sorted as on the dashboard, with the summary of all reviews."""
-    view = View(analyze=True, accuracy=True, compare=True, sort=sort)
-    data = queries.dashboard(session, view)
-    titles, pagination = paginate(data["titles"], page, per_page, settings)
-    return {"sort": view.effective_sort, "summary": data["summary"], "titles": titles, "pagination": pagination}
+    Catalogue titles as dashboard cards (metadata, review count, per-model sentiment and
+    accuracy), sorted as on the dashboard and paginated by the database, with the summary
+    of all the catalogue's reviews."""
+    check_page_size(per_page, settings)
+    view = View(analyze=True, accuracy=True, compare=True, sort=sort, q=q.strip(), page=page)
+    data = queries.dashboard(session, view, per_page)
+    return {"sort": view.effective_sort, **data}
 
 
 @router.get("/movies/{title_id}", response_model=MovieDetail, responses=error_responses(404))
