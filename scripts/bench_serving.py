@@ -1,0 +1,142 @@
+"""Serving speed of POST /api/predict against a baseline, measured side by side.
+
+Starts three servers on localhost, each in its own subprocess (scripts/bench_api.py's
+``Server``): Textflix with request batching (``--window-ms``), Textflix without it
+(TEXTFLIX_BATCH_WINDOW_MS=0), and the baseline, a plain FastAPI handler calling a Hugging
+Face ``pipeline("text-classification")`` on the same fine-tuned BERT
+(scripts/pipeline_server.py). First it checks that the baseline's BERT answers as
+Textflix's does; then it measures in rounds, each round every server in turn (the order
+rotating), so that the machine's noise hits them alike: one text per request, short
+catalogue reviews that fit BERT's window, the median latency of ``--requests`` requests
+at 1 client, and the texts per second of 16 clients over ``--seconds``. Prints one line per
+figure, the median over ``--rounds`` rounds, with ratios to the baseline and to batching
+off, and the machine's load average (the figures are only comparable on a quiet machine).
+
+    python scripts/bench_serving.py --data-dir data [--rounds 5] [--requests 60] [--seconds 10]
+
+Textflix answers with both models (NB-SVM and BERT), the baseline with BERT alone.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from transformers import AutoTokenizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_api import catalogue_texts, database_copy, load, run, Server, textflix_server  # noqa: E402
+
+CLIENTS = 16
+BASELINE = "baseline pipeline"
+BATCHED, UNBATCHED = "Textflix, batching on", "Textflix, batching off"
+
+
+def fitting_texts(texts: list[str], model_dir: Path) -> list[str]:
+    """The texts whose tokens fit BERT's window, so that the baseline's truncation changes nothing."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    limit = tokenizer.model_max_length if tokenizer.model_max_length < 10_000 else 256
+    return [text for text in texts if len(tokenizer(text)["input_ids"]) <= min(limit, 256)]
+
+
+def check_agreement(textflix: str, baseline: str, texts: list[str]) -> None:
+    """Both servers' BERT probabilities of the same texts, compared; stops when they disagree."""
+    ours = [r["predictions"]["bert"]["p_positive"] for r in predict(textflix, texts)]
+    theirs = [r["bert"]["p_positive"] for r in predict(baseline, texts)]
+    gap = max(abs(a - b) for a, b in zip(ours, theirs))
+    print(f"Baseline check: BERT's positive probability of {len(texts)} texts differs by at most {gap:.1e}", flush=True)
+    if gap > 1e-3:
+        raise SystemExit("The baseline does not answer as Textflix's BERT does; the comparison would be unfair.")
+
+
+def predict(url: str, texts: list[str]) -> list[dict]:
+    response = httpx.post(f"{url}/api/predict", json={"texts": texts}, timeout=120)
+    response.raise_for_status()
+    return response.json()["results"]
+
+
+def one_round(servers: dict[str, Server], bodies: list[dict], args, shift: int) -> dict[str, tuple[float, float]]:
+    """(median latency at 1 client in s, texts/s at 16 clients) per server, the servers in rotated order."""
+    names = list(servers)
+    names = names[shift % len(names) :] + names[: shift % len(names)]
+    latency, rate, errors = {}, {}, 0
+    for name in names:
+        latencies, _, failed = run(load(servers[name].url, "/api/predict", bodies, 1, args.requests, args.seconds, {}))
+        latency[name] = statistics.median(latencies)
+        errors += failed
+    for name in names:
+        done, wall, failed = run(load(servers[name].url, "/api/predict", bodies, CLIENTS, 10**9, args.seconds, {}))
+        rate[name] = len(done) / wall
+        errors += failed
+    if errors:
+        raise SystemExit(f"{errors} requests failed in round {shift + 1}: the figures would not be comparable.")
+    return {name: (latency[name], rate[name]) for name in servers}
+
+
+def report(rounds: list[dict[str, tuple[float, float]]]) -> None:
+    latency = {name: statistics.median(r[name][0] for r in rounds) for name in rounds[0]}
+    rate = {name: statistics.median(r[name][1] for r in rounds) for name in rounds[0]}
+    n = len(rounds)
+    for name in latency:
+        versus = "" if name == BASELINE else f" (baseline {latency[BASELINE] * 1000:.1f} ms: {latency[name] / latency[BASELINE]:.2f}x)"
+        print(f"POST /api/predict, 1 text, 1 client [{name}]: median {latency[name] * 1000:.1f} ms{versus}, median of {n} rounds")
+    for name in rate:
+        versus = ""
+        if name != BASELINE:
+            versus = f" (baseline {rate[BASELINE]:.1f}: {rate[name] / rate[BASELINE]:.2f}x"
+            versus += f"; batching off {rate[UNBATCHED]:.1f}: {rate[name] / rate[UNBATCHED]:.2f}x)" if name == BATCHED else ")"
+        print(f"POST /api/predict, 1 text, {CLIENTS} clients [{name}]: {rate[name]:.1f} texts/s{versus}, median of {n} rounds")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=Path("data"), help="Built data dir (models and database).")
+    parser.add_argument("--window-ms", type=float, default=10.0, help="Batch window of the batched Textflix (ms).")
+    parser.add_argument("--rounds", type=int, default=5, help="Rounds; each measures every server once.")
+    parser.add_argument("--requests", type=int, default=60, help="Requests per server and round at 1 client.")
+    parser.add_argument("--seconds", type=float, default=10.0, help="Seconds per server and round at 16 clients.")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    db, bert = args.data_dir / "textflix.db", args.data_dir / "models" / "bert"
+    if not db.is_file() or not bert.is_dir():
+        raise SystemExit(f"No built database and models in {args.data_dir}: run `textflix build` first.")
+    texts = fitting_texts(catalogue_texts(db, 400, args.seed)[0], bert)[:200]
+    bodies = [{"texts": [text]} for text in texts]
+    with tempfile.TemporaryDirectory(prefix="textflix-bench-") as tmp:
+        url, logs = database_copy(db, Path(tmp)), Path(tmp)
+        servers = {
+            BATCHED: textflix_server(args.data_dir, url, args.window_ms, "cpu", logs / "batched.log"),
+            UNBATCHED: textflix_server(args.data_dir, url, 0.0, "cpu", logs / "unbatched.log"),
+            BASELINE: Server([sys.executable, "scripts/pipeline_server.py", "--model", str(bert)], logs / "baseline.log"),
+        }
+        try:
+            for server in servers.values():
+                server.wait_ready()
+            print(
+                f"{len(texts)} catalogue texts of {min(map(len, texts))}-{max(map(len, texts))} characters, one per request; "
+                f"{os.cpu_count()} CPU cores shared by the servers and this client; load average {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+            check_agreement(servers[BATCHED].url, servers[BASELINE].url, texts[:32])
+            for server in servers.values():  # warm-up
+                run(load(server.url, "/api/predict", bodies, 4, 16, args.seconds, {}))
+            rounds = []
+            for index in range(args.rounds):
+                started = time.perf_counter()
+                rounds.append(one_round(servers, bodies, args, index))
+                figures = ", ".join(f"{name}: {ms * 1000:.1f} ms, {rate:.1f}/s" for name, (ms, rate) in rounds[-1].items())
+                print(f"  round {index + 1} ({time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f}): {figures}", flush=True)
+        finally:
+            for server in servers.values():
+                server.stop()
+    report(rounds)
+    print(f"Load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
