@@ -82,21 +82,22 @@ def free_port() -> int:
 
 class Server:
     """A web server in a subprocess on a free localhost port (``command`` gets ``--host`` and
-    ``--port``), until ``stop``; ready once GET /api/health reports its models loaded."""
+    ``--port``), run in the checkout ``root``, until ``stop``; ready once GET /api/health
+    reports its models loaded."""
 
-    def __init__(self, command: list[str], log: Path, env: dict | None = None):
+    def __init__(self, command: list[str], log: Path, env: dict | None = None, root: Path = ROOT):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
             **os.environ,
-            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
             "HF_HUB_OFFLINE": "1",
             **(env or {}),
         }
         self.log = log
         self._log_file = log.open("w")
         command = [*command, "--host", "127.0.0.1", "--port", str(self.port)]
-        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, cwd=root, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 300) -> dict:
         deadline = time.monotonic() + timeout
@@ -125,12 +126,14 @@ class Server:
         self._log_file.close()
 
 
-def textflix_server(data_dir: Path, database_url: str, window_ms: float, device: str, log: Path) -> Server:
-    """``textflix serve`` with its models from ``data_dir`` and batch window ``window_ms`` (0: batching off)."""
+def textflix_server(
+    data_dir: Path, database_url: str, window_ms: float, device: str, log: Path, root: Path = ROOT
+) -> Server:
+    """``textflix serve`` of the checkout ``root``, its models from ``data_dir``, batch window ``window_ms`` (0: off)."""
     command = [
         sys.executable, "-m", "app.cli", "serve", "--data-dir", str(data_dir), "--database", database_url, "--device", device,
     ]  # fmt: skip
-    return Server(command, log, {"TEXTFLIX_BATCH_WINDOW_MS": str(window_ms)})
+    return Server(command, log, {"TEXTFLIX_BATCH_WINDOW_MS": str(window_ms)}, root)
 
 
 def database_copy(db: Path, directory: Path) -> str:

@@ -14,7 +14,12 @@ off, and the machine's load average (the figures are only comparable on a quiet 
 
     python scripts/bench_serving.py --data-dir data [--rounds 5] [--requests 60] [--seconds 10]
 
-Textflix answers with both models (NB-SVM and BERT), the baseline with BERT alone.
+    python scripts/bench_serving.py --data-dir data --compare-with /tmp/textflix-before
+
+``--compare-with`` adds a fourth server, Textflix with batching on from another checkout
+(an earlier commit: ``git worktree add /tmp/textflix-before <commit>``), measured in the
+same rounds: before and after side by side. Textflix answers with both models (NB-SVM and
+BERT), the baseline with BERT alone.
 """
 
 import argparse
@@ -92,6 +97,29 @@ def report(rounds: list[dict[str, tuple[float, float]]]) -> None:
         print(f"POST /api/predict, 1 text, {CLIENTS} clients [{name}]: {rate[name]:.1f} texts/s{versus}, median of {n} rounds")
 
 
+def model_ceiling(data_dir: Path, texts: list[str], rounds: int) -> None:
+    """BERT alone, in this process: texts/s one text per call and 16 per call (as the batched
+    server calls it at 16 clients), interleaved; their ratio bounds what batching can gain here."""
+    import torch
+
+    from model.trained import load_trained
+
+    bert = load_trained("bert", data_dir / "models", torch.device("cpu"))
+    bert.predict_proba(texts[:CLIENTS])  # warm-up
+    rates: dict[int, list[float]] = {1: [], CLIENTS: []}
+    for _ in range(rounds):
+        for size in rates:
+            started = time.perf_counter()
+            for start in range(0, 4 * CLIENTS, size):
+                bert.predict_proba(texts[start : start + size])
+            rates[size].append(4 * CLIENTS / (time.perf_counter() - started))
+    one, many = (statistics.median(rates[size]) for size in rates)
+    print(
+        f"BERT alone (no server, {torch.get_num_threads()} torch threads): {one:.1f} texts/s one text per call, "
+        f"{many:.1f} texts/s {CLIENTS} per call: {many / one:.2f}x, the most batching can gain here; median of {rounds} rounds"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path("data"), help="Built data dir (models and database).")
@@ -99,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="Rounds; each measures every server once.")
     parser.add_argument("--requests", type=int, default=60, help="Requests per server and round at 1 client.")
     parser.add_argument("--seconds", type=float, default=10.0, help="Seconds per server and round at 16 clients.")
+    parser.add_argument("--compare-with", type=Path, help="Another Textflix checkout to measure beside this one.")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     db, bert = args.data_dir / "textflix.db", args.data_dir / "models" / "bert"
@@ -113,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
             UNBATCHED: textflix_server(args.data_dir, url, 0.0, "cpu", logs / "unbatched.log"),
             BASELINE: Server([sys.executable, "scripts/pipeline_server.py", "--model", str(bert)], logs / "baseline.log"),
         }
+        if args.compare_with:
+            before = f"Textflix at {args.compare_with}, batching on"
+            servers[before] = textflix_server(
+                args.data_dir, url, args.window_ms, "cpu", logs / "before.log", args.compare_with.resolve()
+            )
         try:
             for server in servers.values():
                 server.wait_ready()
@@ -134,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             for server in servers.values():
                 server.stop()
     report(rounds)
+    model_ceiling(args.data_dir, texts, args.rounds)
     print(f"Load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min)")
     return 0
 
