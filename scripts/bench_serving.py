@@ -23,6 +23,7 @@ BERT), the baseline with BERT alone.
 """
 
 import argparse
+import asyncio
 import os
 import statistics
 import sys
@@ -97,26 +98,86 @@ def report(rounds: list[dict[str, tuple[float, float]]]) -> None:
         print(f"POST /api/predict, 1 text, {CLIENTS} clients [{name}]: {rate[name]:.1f} texts/s{versus}, median of {n} rounds")
 
 
-def model_ceiling(data_dir: Path, texts: list[str], rounds: int) -> None:
+def load_models(data_dir: Path) -> dict:
+    import torch
+
+    from model.names import MODELS
+    from model.trained import load_trained
+
+    return {name: load_trained(name, data_dir / "models", torch.device("cpu")) for name in MODELS}
+
+
+def model_ceiling(models: dict, texts: list[str], rounds: int) -> None:
     """BERT alone, in this process: texts/s one text per call and 16 per call (as the batched
     server calls it at 16 clients), interleaved; their ratio bounds what batching can gain here."""
     import torch
 
-    from model.trained import load_trained
-
-    bert = load_trained("bert", data_dir / "models", torch.device("cpu"))
+    bert = models["bert"]
     bert.predict_proba(texts[:CLIENTS])  # warm-up
     rates: dict[int, list[float]] = {1: [], CLIENTS: []}
     for _ in range(rounds):
         for size in rates:
             started = time.perf_counter()
-            for start in range(0, 4 * CLIENTS, size):
+            for start in range(0, 2 * CLIENTS, size):
                 bert.predict_proba(texts[start : start + size])
-            rates[size].append(4 * CLIENTS / (time.perf_counter() - started))
+            rates[size].append(2 * CLIENTS / (time.perf_counter() - started))
     one, many = (statistics.median(rates[size]) for size in rates)
     print(
         f"BERT alone (no server, {torch.get_num_threads()} torch threads): {one:.1f} texts/s one text per call, "
         f"{many:.1f} texts/s {CLIENTS} per call: {many / one:.2f}x, the most batching can gain here; median of {rounds} rounds"
+    )
+
+
+def request_profile(models: dict, data_dir: Path, texts: list[str], url: str) -> None:
+    """Where one text's time goes at 1 client: each step timed in this process, then the same
+    text sent to the server at ``url``, one after another (medians over the texts); what the
+    served request takes beyond the analysis is HTTP, the guard, FastAPI and pydantic."""
+    import torch
+
+    from app.analysis import ModelAnalyzer
+    from app.settings import Settings
+
+    nbsvm, bert = models["nbsvm"], models["bert"]
+    analyzer = ModelAnalyzer({name: m.predict_proba for name, m in models.items()}, Settings(data_dir=data_dir))
+
+    def forward(text: str) -> None:
+        with torch.inference_mode():
+            bert.model(**bert.encoder.pad(bert.encoder.ids([text]), bert.device))
+
+    steps = {
+        "NB-SVM, whole predict_proba": lambda text: nbsvm.predict_proba([text]),
+        "BERT tokenizing (Encoder.ids)": lambda text: bert.encoder.ids([text]),
+        "BERT forward pass, with padding": forward,
+        "BERT, whole predict_proba": lambda text: bert.predict_proba([text]),
+    }
+    spent: dict[str, list[float]] = {name: [] for name in [*steps, "analyze", "served"]}
+
+    async def measure() -> None:
+        await analyzer.start()
+        for text in texts[:40]:
+            for name, step in steps.items():
+                started = time.perf_counter()
+                step(text)
+                spent[name].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            await analyzer.analyze([text], explain=False)
+            spent["analyze"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            predict(url, [text])
+            spent["served"].append(time.perf_counter() - started)
+        await analyzer.stop()
+
+    asyncio.run(measure())
+    median = {name: statistics.median(times) * 1000 for name, times in spent.items()}
+    for name in steps:
+        print(f"Profile of one text: {name}: {median[name]:.2f} ms")
+    print(
+        f"Profile of one text: ModelAnalyzer.analyze (both models side by side, their batchers and thread hops): "
+        f"{median['analyze']:.2f} ms, {median['analyze'] - median['BERT, whole predict_proba']:+.2f} ms over BERT alone"
+    )
+    print(
+        f"Profile of one text: POST /api/predict: {median['served']:.2f} ms, of which HTTP, guard, FastAPI, pydantic "
+        f"and JSON {median['served'] - median['analyze']:.2f} ms"
     )
 
 
@@ -164,11 +225,13 @@ def main(argv: list[str] | None = None) -> int:
                 rounds.append(one_round(servers, bodies, args, index))
                 figures = ", ".join(f"{name}: {ms * 1000:.1f} ms, {rate:.1f}/s" for name, (ms, rate) in rounds[-1].items())
                 print(f"  round {index + 1} ({time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f}): {figures}", flush=True)
+            models = load_models(args.data_dir)
+            request_profile(models, args.data_dir, texts, servers[BATCHED].url)
         finally:
             for server in servers.values():
                 server.stop()
     report(rounds)
-    model_ceiling(args.data_dir, texts, args.rounds)
+    model_ceiling(models, texts, args.rounds)
     print(f"Load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min)")
     return 0
 
