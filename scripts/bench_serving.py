@@ -65,37 +65,55 @@ def predict(url: str, texts: list[str]) -> list[dict]:
     return response.json()["results"]
 
 
-def one_round(servers: dict[str, Server], bodies: list[dict], args, shift: int) -> dict[str, tuple[float, float]]:
-    """(median latency at 1 client in s, texts/s at 16 clients) per server, the servers in rotated order."""
+def cpu_seconds(server: Server) -> float:
+    """CPU time the server process has used so far, all its threads (Linux /proc)."""
+    fields = Path(f"/proc/{server.process.pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def one_round(servers: dict[str, Server], bodies: list[dict], args, shift: int) -> dict[str, dict[str, float]]:
+    """Each server's figures (FIGURES), the servers in rotated order."""
     names = list(servers)
     names = names[shift % len(names) :] + names[: shift % len(names)]
-    latency, rate, errors = {}, {}, 0
-    for name in names:
-        latencies, _, failed = run(load(servers[name].url, "/api/predict", bodies, 1, args.requests, args.seconds, {}))
-        latency[name] = statistics.median(latencies)
-        errors += failed
-    for name in names:
-        done, wall, failed = run(load(servers[name].url, "/api/predict", bodies, CLIENTS, 10**9, args.seconds, {}))
-        rate[name] = len(done) / wall
-        errors += failed
+    figures: dict[str, dict[str, float]] = {name: {} for name in servers}
+    errors = 0
+    for clients in (1, CLIENTS):
+        for name in names:
+            cpu = cpu_seconds(servers[name])
+            requests = args.requests if clients == 1 else 10**9
+            latencies, wall, failed = run(load(servers[name].url, "/api/predict", bodies, clients, requests, args.seconds, {}))
+            cpu = cpu_seconds(servers[name]) - cpu
+            errors += failed
+            if clients == 1:
+                figures[name] |= {"latency": statistics.median(latencies) * 1000, "cpu": cpu * 1000 / len(latencies)}
+            else:
+                figures[name] |= {"rate": len(latencies) / wall, "per_cpu": len(latencies) / cpu}
     if errors:
         raise SystemExit(f"{errors} requests failed in round {shift + 1}: the figures would not be comparable.")
-    return {name: (latency[name], rate[name]) for name in servers}
+    return figures
 
 
-def report(rounds: list[dict[str, tuple[float, float]]]) -> None:
-    latency = {name: statistics.median(r[name][0] for r in rounds) for name in rounds[0]}
-    rate = {name: statistics.median(r[name][1] for r in rounds) for name in rounds[0]}
-    n = len(rounds)
-    for name in latency:
-        versus = "" if name == BASELINE else f" (baseline {latency[BASELINE] * 1000:.1f} ms: {latency[name] / latency[BASELINE]:.2f}x)"
-        print(f"POST /api/predict, 1 text, 1 client [{name}]: median {latency[name] * 1000:.1f} ms{versus}, median of {n} rounds")
-    for name in rate:
-        versus = ""
-        if name != BASELINE:
-            versus = f" (baseline {rate[BASELINE]:.1f}: {rate[name] / rate[BASELINE]:.2f}x"
-            versus += f"; batching off {rate[UNBATCHED]:.1f}: {rate[name] / rate[UNBATCHED]:.2f}x)" if name == BATCHED else ")"
-        print(f"POST /api/predict, 1 text, {CLIENTS} clients [{name}]: {rate[name]:.1f} texts/s{versus}, median of {n} rounds")
+# What one_round measures, and how report names it. CPU time counts all of a server's threads: on
+# a shared machine it says what a request costs, where wall time says how much of the cores it got.
+FIGURES = {
+    "latency": ("POST /api/predict, 1 text, 1 client: median latency", "ms"),
+    "cpu": ("POST /api/predict, 1 text, 1 client: server CPU time per request", "ms"),
+    "rate": (f"POST /api/predict, 1 text, {CLIENTS} clients: throughput", "texts/s"),
+    "per_cpu": (f"POST /api/predict, 1 text, {CLIENTS} clients: texts per CPU second of the server", "texts"),
+}
+
+
+def report(rounds: list[dict[str, dict[str, float]]]) -> None:
+    """One line per figure and server: the median over the rounds, and its ratio to the baseline
+    (and, for the batched Textflix, to batching off)."""
+    for key, (what, unit) in FIGURES.items():
+        median = {name: statistics.median(r[name][key] for r in rounds) for name in rounds[0]}
+        for name, value in median.items():
+            versus = [f"baseline {median[BASELINE]:.1f}: {value / median[BASELINE]:.2f}x"] if name != BASELINE else []
+            if name == BATCHED:
+                versus.append(f"batching off {median[UNBATCHED]:.1f}: {value / median[UNBATCHED]:.2f}x")
+            versus_text = f" ({'; '.join(versus)})" if versus else ""
+            print(f"{what} [{name}]: {value:.1f} {unit}{versus_text}, median of {len(rounds)} rounds")
 
 
 def load_models(data_dir: Path) -> dict:
@@ -223,7 +241,9 @@ def main(argv: list[str] | None = None) -> int:
             for index in range(args.rounds):
                 started = time.perf_counter()
                 rounds.append(one_round(servers, bodies, args, index))
-                figures = ", ".join(f"{name}: {ms * 1000:.1f} ms, {rate:.1f}/s" for name, (ms, rate) in rounds[-1].items())
+                figures = "; ".join(
+                    f"{name}: {f['latency']:.1f} ms, {f['rate']:.1f} texts/s" for name, f in rounds[-1].items()
+                )
                 print(f"  round {index + 1} ({time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f}): {figures}", flush=True)
             models = load_models(args.data_dir)
             request_profile(models, args.data_dir, texts, servers[BATCHED].url)
