@@ -336,6 +336,10 @@ def load_analyzer(settings: Settings) -> Analyzer:
     from model.trained import ModelUnavailable, load_trained
 
     started = time.perf_counter()
+    if settings.inference_threads:
+        import torch
+
+        torch.set_num_threads(settings.inference_threads)
     try:
         device = resolve_device(settings.device)
         models = {

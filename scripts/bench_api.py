@@ -127,13 +127,14 @@ class Server:
 
 
 def textflix_server(
-    data_dir: Path, database_url: str, window_ms: float, device: str, log: Path, root: Path = ROOT
+    data_dir: Path, database_url: str, window_ms: float, device: str, log: Path, root: Path = ROOT, env: dict | None = None
 ) -> Server:
-    """``textflix serve`` of the checkout ``root``, its models from ``data_dir``, batch window ``window_ms`` (0: off)."""
+    """``textflix serve`` of the checkout ``root``, its models from ``data_dir``, batch window ``window_ms`` (0: off),
+    more settings in ``env``."""
     command = [
         sys.executable, "-m", "app.cli", "serve", "--data-dir", str(data_dir), "--database", database_url, "--device", device,
     ]  # fmt: skip
-    return Server(command, log, {"TEXTFLIX_BATCH_WINDOW_MS": str(window_ms)}, root)
+    return Server(command, log, {"TEXTFLIX_BATCH_WINDOW_MS": str(window_ms), **(env or {})}, root)
 
 
 def database_copy(db: Path, directory: Path) -> str:

@@ -18,7 +18,8 @@ off, and the machine's load average (the figures are only comparable on a quiet 
 
 ``--compare-with`` adds a fourth server, Textflix with batching on from another checkout
 (an earlier commit: ``git worktree add /tmp/textflix-before <commit>``), measured in the
-same rounds: before and after side by side. Textflix answers with both models (NB-SVM and
+same rounds: before and after side by side; ``--threads-variant 1`` a batched Textflix with
+TEXTFLIX_INFERENCE_THREADS=1. Textflix answers with both models (NB-SVM and
 BERT), the baseline with BERT alone.
 """
 
@@ -164,6 +165,7 @@ def request_profile(models: dict, data_dir: Path, texts: list[str], url: str) ->
 
     steps = {
         "NB-SVM, whole predict_proba": lambda text: nbsvm.predict_proba([text]),
+        "NB-SVM through scikit-learn's pipeline, as before StackedScorer": lambda text: nbsvm.pipeline.predict_proba([text]),
         "BERT tokenizing (Encoder.ids)": lambda text: bert.encoder.ids([text]),
         "BERT forward pass, with padding": forward,
         "BERT, whole predict_proba": lambda text: bert.predict_proba([text]),
@@ -207,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=60, help="Requests per server and round at 1 client.")
     parser.add_argument("--seconds", type=float, default=10.0, help="Seconds per server and round at 16 clients.")
     parser.add_argument("--compare-with", type=Path, help="Another Textflix checkout to measure beside this one.")
+    parser.add_argument("--threads-variant", type=int, help="Add a batched Textflix with this many torch threads.")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     db, bert = args.data_dir / "textflix.db", args.data_dir / "models" / "bert"
@@ -221,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
             UNBATCHED: textflix_server(args.data_dir, url, 0.0, "cpu", logs / "unbatched.log"),
             BASELINE: Server([sys.executable, "scripts/pipeline_server.py", "--model", str(bert)], logs / "baseline.log"),
         }
+        if args.threads_variant:
+            threads = {"TEXTFLIX_INFERENCE_THREADS": str(args.threads_variant)}
+            servers[f"Textflix, batching on, {args.threads_variant} torch threads"] = textflix_server(
+                args.data_dir, url, args.window_ms, "cpu", logs / "threads.log", env=threads
+            )
         if args.compare_with:
             before = f"Textflix at {args.compare_with}, batching on"
             servers[before] = textflix_server(
