@@ -128,29 +128,36 @@ def load_models(data_dir: Path) -> dict:
 
 def model_ceiling(models: dict, texts: list[str], rounds: int) -> None:
     """BERT alone, in this process: texts/s one text per call and 16 per call (as the batched
-    server calls it at 16 clients), interleaved; their ratio bounds what batching can gain here."""
+    server calls it at 16 clients), interleaved, with torch's default threads and with 1; the
+    ratio bounds what batching can gain here."""
     import torch
 
     bert = models["bert"]
-    bert.predict_proba(texts[:CLIENTS])  # warm-up
-    rates: dict[int, list[float]] = {1: [], CLIENTS: []}
-    for _ in range(rounds):
-        for size in rates:
-            started = time.perf_counter()
-            for start in range(0, 2 * CLIENTS, size):
-                bert.predict_proba(texts[start : start + size])
-            rates[size].append(2 * CLIENTS / (time.perf_counter() - started))
-    one, many = (statistics.median(rates[size]) for size in rates)
-    print(
-        f"BERT alone (no server, {torch.get_num_threads()} torch threads): {one:.1f} texts/s one text per call, "
-        f"{many:.1f} texts/s {CLIENTS} per call: {many / one:.2f}x, the most batching can gain here; median of {rounds} rounds"
-    )
+    default = torch.get_num_threads()
+    for threads in dict.fromkeys((default, 1)):
+        torch.set_num_threads(threads)
+        bert.predict_proba(texts[:CLIENTS])  # warm-up
+        rates: dict[int, list[float]] = {1: [], CLIENTS: []}
+        for _ in range(rounds):
+            for size in rates:
+                started = time.perf_counter()
+                for start in range(0, 2 * CLIENTS, size):
+                    bert.predict_proba(texts[start : start + size])
+                rates[size].append(2 * CLIENTS / (time.perf_counter() - started))
+        one, many = (statistics.median(rates[size]) for size in rates)
+        print(
+            f"BERT alone (no server, {threads} torch thread{'s' if threads > 1 else ''}): {one:.1f} texts/s one text "
+            f"per call, {many:.1f} texts/s {CLIENTS} per call: {many / one:.2f}x, the most batching can gain here; "
+            f"median of {rounds} rounds"
+        )
+    torch.set_num_threads(default)
 
 
 def request_profile(models: dict, data_dir: Path, texts: list[str], url: str) -> None:
     """Where one text's time goes at 1 client: each step timed in this process, then the same
     text sent to the server at ``url``, one after another (medians over the texts); what the
-    served request takes beyond the analysis is HTTP, the guard, FastAPI and pydantic."""
+    served request takes beyond the analysis is HTTP, the guard, FastAPI and pydantic, and
+    whatever makes the server's own model calls slower than this process's."""
     import torch
 
     from app.analysis import ModelAnalyzer
@@ -196,8 +203,9 @@ def request_profile(models: dict, data_dir: Path, texts: list[str], url: str) ->
         f"{median['analyze']:.2f} ms, {median['analyze'] - median['BERT, whole predict_proba']:+.2f} ms over BERT alone"
     )
     print(
-        f"Profile of one text: POST /api/predict: {median['served']:.2f} ms, of which HTTP, guard, FastAPI, pydantic "
-        f"and JSON {median['served'] - median['analyze']:.2f} ms"
+        f"Profile of one text: POST /api/predict: {median['served']:.2f} ms, {median['served'] - median['analyze']:.2f} ms "
+        "over the analysis in this process: HTTP, guard, FastAPI, pydantic, JSON, and the server's model calls "
+        "being slower than this process's (its torch threads wake from sleep for each request)"
     )
 
 

@@ -644,6 +644,19 @@ def test_a_full_batch_goes_to_the_model_without_waiting_out_the_window():
     assert elapsed < 0.9  # each batch was full at once: no 1-second window was waited out
 
 
+def test_inference_threads_sets_the_torch_threads_of_the_loaded_models(api_data_dir):
+    import torch
+
+    from app.analysis import load_analyzer
+
+    default = torch.get_num_threads()
+    try:
+        analyzer = load_analyzer(api_settings(api_data_dir, inference_threads=1))
+        assert analyzer.problem is None and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(default)
+
+
 def test_a_failing_text_fails_only_its_own_request_and_stop_releases_waiters():
     def model(texts):
         if any("boom" in t for t in texts):
