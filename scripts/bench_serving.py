@@ -1,6 +1,6 @@
 """Serving speed of POST /api/predict against a baseline, measured side by side.
 
-Starts three servers on localhost, each in its own subprocess (scripts/bench_api.py's
+Starts three servers (or more, below) on localhost, each in its own subprocess (scripts/bench_api.py's
 ``Server``): Textflix with request batching (``--window-ms``), Textflix without it
 (TEXTFLIX_BATCH_WINDOW_MS=0), and the baseline, a plain FastAPI handler calling a Hugging
 Face ``pipeline("text-classification")`` on the same fine-tuned BERT
@@ -8,9 +8,12 @@ Face ``pipeline("text-classification")`` on the same fine-tuned BERT
 Textflix's does; then it measures in rounds, each round every server in turn (the order
 rotating), so that the machine's noise hits them alike: one text per request, short
 catalogue reviews that fit BERT's window, the median latency of ``--requests`` requests
-at 1 client, and the texts per second of 16 clients over ``--seconds``. Prints one line per
-figure, the median over ``--rounds`` rounds, with ratios to the baseline and to batching
-off, and the machine's load average (the figures are only comparable on a quiet machine).
+at 1 client and the server's CPU time per request, and the texts per second of 16 clients
+over ``--seconds`` and per CPU second of the server (CPU time says what a request costs,
+wall time how much of a shared machine a server got). Prints one line per figure, the
+median over ``--rounds`` rounds, with ratios to the baseline and to batching off, and the
+machine's load average; then a profile of one text (each step timed in this process beside
+the same text served) and BERT's batching ceiling (one text per call against 16).
 
     python scripts/bench_serving.py --data-dir data [--rounds 5] [--requests 60] [--seconds 10]
 
@@ -18,9 +21,9 @@ off, and the machine's load average (the figures are only comparable on a quiet 
 
 ``--compare-with`` adds a fourth server, Textflix with batching on from another checkout
 (an earlier commit: ``git worktree add /tmp/textflix-before <commit>``), measured in the
-same rounds: before and after side by side; ``--threads-variant 1`` a batched Textflix with
-TEXTFLIX_INFERENCE_THREADS=1. Textflix answers with both models (NB-SVM and
-BERT), the baseline with BERT alone.
+same rounds: before and after side by side; ``--threads-variant 1`` adds a batched Textflix
+with TEXTFLIX_INFERENCE_THREADS=1. Textflix answers with both models (NB-SVM and BERT),
+the baseline with BERT alone.
 """
 
 import argparse
@@ -43,11 +46,11 @@ BASELINE = "baseline pipeline"
 BATCHED, UNBATCHED = "Textflix, batching on", "Textflix, batching off"
 
 
-def fitting_texts(texts: list[str], model_dir: Path) -> list[str]:
-    """The texts whose tokens fit BERT's window, so that the baseline's truncation changes nothing."""
+def fitting_texts(texts: list[str], model_dir: Path, window: int = 256) -> list[str]:
+    """The texts whose tokens fit BERT's window (``max_length``, as the baseline truncates), so
+    that head-and-tail truncation and the baseline's head-only truncation change nothing."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    limit = tokenizer.model_max_length if tokenizer.model_max_length < 10_000 else 256
-    return [text for text in texts if len(tokenizer(text)["input_ids"]) <= min(limit, 256)]
+    return [text for text in texts if len(tokenizer(text)["input_ids"]) <= window]
 
 
 def check_agreement(textflix: str, baseline: str, texts: list[str]) -> None:
