@@ -147,10 +147,10 @@ class MicroBatcher:
     much too, so that it stays short: it cannot be interrupted, and a newly arrived call
     waits for at most the one that is running. Waiting pieces go most urgent first
     (a request's own texts before LIME's), then smallest first, then oldest. A batch of
-    URGENT pieces waits ``window_s`` seconds (0: batching off, one piece per model call)
-    for company, only while calls overlap (the last batch had several, or more are
-    queued), so a lone request at low load pays no delay. Texts are deduplicated within
-    a batch; cancelled calls are dropped.
+    URGENT pieces waits up to ``window_s`` seconds (0: batching off, one piece per model
+    call) for company, only while calls overlap (the last batch had several, or more are
+    queued), so a lone request at low load pays no delay, and no longer than it takes to
+    fill a model call. Texts are deduplicated within a batch; cancelled calls are dropped.
     """
 
     def __init__(self, name: str, predict: ProbaFn, window_s: float, max_texts: int, call_weight: float = 8):
@@ -215,7 +215,7 @@ class MicroBatcher:
             if waiting[0][0] == URGENT and self.window_s > 0 and (self._contended or len(waiting) > 1):
                 # Wait for company only while requests overlap: a lone request at low load goes
                 # straight to the model instead of paying the window.
-                await asyncio.sleep(self.window_s)
+                await self._wait_for_company(loop.time() + self.window_s)
             live = self._take_batch()
             if not live:
                 continue
@@ -225,6 +225,20 @@ class MicroBatcher:
             finally:
                 self._in_flight = []
             self._contended = len(live) > 1 or bool(waiting)
+
+    async def _wait_for_company(self, deadline: float) -> None:
+        """Until ``deadline``, or until the urgent pieces waiting fill a model call: the model
+        then has its batch and would only sit idle for the rest of the window."""
+        while not self._urgent_call_full():
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), deadline - self._loop.time())
+            except TimeoutError:
+                return
+
+    def _urgent_call_full(self) -> bool:
+        urgent = [(weight, len(texts)) for priority, weight, _, texts, _ in self._waiting if priority == URGENT]
+        return sum(w for w, _ in urgent) >= self.call_weight or sum(n for _, n in urgent) >= self.max_texts
 
     def _take_batch(self) -> list[tuple[list[str], asyncio.Future]]:
         """The pieces at the head of the queue that fit in one model call, cancelled ones dropped."""
@@ -324,6 +338,10 @@ def load_analyzer(settings: Settings) -> Analyzer:
     from model.trained import ModelUnavailable, load_trained
 
     started = time.perf_counter()
+    if settings.inference_threads:
+        import torch
+
+        torch.set_num_threads(settings.inference_threads)
     try:
         device = resolve_device(settings.device)
         models = {

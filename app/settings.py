@@ -110,6 +110,11 @@ class ApiLimits(ConfigGroup):
     inference_max_tokens: int | None = Field(
         None, ge=64, description="Padded tokens per BERT forward pass; default 2048 on CPU, 65536 on CUDA."
     )
+    inference_threads: int | None = Field(
+        None, ge=1,
+        description="Torch threads of each live model call; default one per core. On a machine whose cores other "
+        "programs keep busy, 1 is faster (scripts/bench_serving.py).",
+    )  # fmt: skip
     explain_workers: int = Field(16, ge=1, description="Threads running LIME for live explanations.")
     max_explain_sentences: int = Field(
         1000, ge=1, description="Most sentences one request may ask to explain, summed over its texts."

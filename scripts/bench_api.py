@@ -81,24 +81,23 @@ def free_port() -> int:
 
 
 class Server:
-    """``textflix serve`` in a subprocess on localhost, until ``stop``."""
+    """A web server in a subprocess on a free localhost port (``command`` gets ``--host`` and
+    ``--port``), run in the checkout ``root``, until ``stop``; ready once GET /api/health
+    reports its models loaded."""
 
-    def __init__(self, data_dir: Path, database_url: str, window_ms: float, device: str, log: Path):
+    def __init__(self, command: list[str], log: Path, env: dict | None = None, root: Path = ROOT):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
             **os.environ,
-            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
             "HF_HUB_OFFLINE": "1",
-            "TEXTFLIX_BATCH_WINDOW_MS": str(window_ms),
+            **(env or {}),
         }
-        command = [
-            sys.executable, "-m", "app.cli", "serve", "--data-dir", str(data_dir), "--database", database_url,
-            "--host", "127.0.0.1", "--port", str(self.port), "--device", device,
-        ]  # fmt: skip
         self.log = log
         self._log_file = log.open("w")
-        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
+        command = [*command, "--host", "127.0.0.1", "--port", str(self.port)]
+        self.process = subprocess.Popen(command, cwd=root, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 300) -> dict:
         deadline = time.monotonic() + timeout
@@ -125,6 +124,26 @@ class Server:
                 self.process.kill()
                 self.process.wait()
         self._log_file.close()
+
+
+def textflix_server(
+    data_dir: Path, database_url: str, window_ms: float, device: str, log: Path, root: Path = ROOT, env: dict | None = None
+) -> Server:
+    """``textflix serve`` of the checkout ``root``, its models from ``data_dir``, batch window ``window_ms`` (0: off),
+    more settings in ``env``."""
+    command = [
+        sys.executable, "-m", "app.cli", "serve", "--data-dir", str(data_dir), "--database", database_url, "--device", device,
+    ]  # fmt: skip
+    return Server(command, log, {"TEXTFLIX_BATCH_WINDOW_MS": str(window_ms), **(env or {})}, root)
+
+
+def database_copy(db: Path, directory: Path) -> str:
+    """The URL of a consistent copy of ``db`` (WAL included) in ``directory``, so that the
+    benchmark's writes stay out of the real one."""
+    copy = directory / "textflix.db"
+    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+    return f"sqlite:///{copy}"
 
 
 # --- load -------------------------------------------------------------------------------------
@@ -233,13 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     if not db.is_file() or not (args.data_dir / "models" / "bert").is_dir():
         raise SystemExit(f"No built database and models in {args.data_dir}: run `textflix build` first, or pass --url.")
     with tempfile.TemporaryDirectory(prefix="textflix-bench-") as tmp:
-        copy = Path(tmp) / "textflix.db"
-        with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
-            source.backup(target)  # consistent copy, WAL included: the benchmark's writes stay out of the real one
-        url = f"sqlite:///{copy}"
+        url = database_copy(db, Path(tmp))
         results = {}
         for name, window in (("batching on", args.window_ms), ("batching off", 0.0)):
-            server = Server(args.data_dir, url, window, args.device, Path(tmp) / f"server-{window}.log")
+            server = textflix_server(args.data_dir, url, window, args.device, Path(tmp) / f"server-{window}.log")
             try:
                 health = server.wait_ready()
                 if name == "batching on":

@@ -584,6 +584,40 @@ def test_micro_batcher_merges_concurrent_calls_and_never_blocks_the_loop():
     assert sizes == [2] * 16
 
 
+def test_a_full_batch_goes_to_the_model_without_waiting_out_the_window():
+    sizes = []
+
+    def model(texts):
+        time.sleep(0.01)
+        sizes.append(len(texts))
+        return np.zeros((len(texts), 2))
+
+    async def main():
+        batcher = MicroBatcher("fake", model, window_s=1.0, max_texts=4)
+        started = time.perf_counter()
+        await asyncio.gather(*(batcher([f"text {i}"]) for i in range(16)))
+        elapsed = time.perf_counter() - started
+        await batcher.stop()
+        return elapsed
+
+    elapsed = asyncio.run(main())
+    assert sizes == [4, 4, 4, 4]  # overlapping calls, batched
+    assert elapsed < 0.9  # each batch was full at once: no 1-second window was waited out
+
+
+def test_inference_threads_sets_the_torch_threads_of_the_loaded_models(api_data_dir):
+    import torch
+
+    from app.analysis import load_analyzer
+
+    default = torch.get_num_threads()
+    try:
+        analyzer = load_analyzer(api_settings(api_data_dir, inference_threads=1))
+        assert analyzer.problem is None and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(default)
+
+
 def test_a_failing_text_fails_only_its_own_request_and_stop_releases_waiters():
     def model(texts):
         if any("boom" in t for t in texts):

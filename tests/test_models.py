@@ -47,6 +47,11 @@ def test_nbsvm_learns_from_500_real_reviews(nbsvm, real_reviews):
     assert 0 < p.min() and p.max() < 1  # calibrated probabilities, not hard labels
 
 
+def test_nbsvm_scores_as_its_scikit_learn_pipeline(nbsvm, real_reviews):
+    texts = sample(real_reviews, "test", 50)[0]
+    assert nbsvm.predict_proba(texts) == pytest.approx(nbsvm.pipeline.predict_proba(texts), abs=1e-12)
+
+
 def test_a_few_bert_steps_move_predictions_the_right_way(real_reviews):
     texts, labels = sample(real_reviews, "train", 8, seed=2)
     config = BertConfig(base_model=MINILM, epochs=3, batch_size=8, max_length=128, learning_rate=2e-4)
