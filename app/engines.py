@@ -43,6 +43,8 @@ def run_tasks(build: Pipeline, plan: Sequence[tuple[Task, list[int]]], per_block
     engine the settings name; ``per_block``: units per Ray block (per write). Returns the
     facts for the run record."""
     plan = [(task, ids) for task, ids in plan if ids]
+    if not plan:
+        return {"engine": build.settings.engine}
     if build.settings.engine == RAY:
         return run_ray(build, plan, per_block)
     return run_local(build, plan)
@@ -221,8 +223,6 @@ def run_ray(build: Pipeline, plan: Sequence[tuple[Task, list[int]]], per_block: 
     ray = import_ray()
     s = build.settings
     items = [{"unit": json.dumps(unit)} for task, ids in plan for unit in units(build.engine, task, ids)]
-    if not items:
-        return {"engine": RAY}
     names = sorted({task.model for task, _ in plan})
     with ray_cluster(s.ray_address) as cluster:
         gpus = cluster.gpus if s.device != "cpu" else 0
