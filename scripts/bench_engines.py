@@ -13,8 +13,12 @@ database through ``app.engines.run_tasks``, the code ``textflix build`` runs, an
 - for Ray, also after its start: the start is timed as a run of one review, and taken off;
 - this process's CPU seconds per review (user and system, all its threads): for the
   in-process engine, the core-seconds a review costs, which other work on the machine does
-  not inflate the way it inflates wall time (the capacity model uses these); for Ray, the
-  driver's own share (reading, serialising, writing).
+  not inflate the way it inflates wall time; for Ray, the driver's own share (reading,
+  serialising, writing).
+
+``--engines`` may also name ``local1``: the in-process engine with torch on one thread, as in
+a Ray actor (one CPU, one thread). The capacity model takes a review's cost on one core from
+its CPU time, which scales out with the actors.
 
 Predict units are ``--predict-chunk`` reviews here (the build's: 256), so that a sample of a
 few hundred reviews still makes a unit per actor.
@@ -37,6 +41,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -64,6 +70,7 @@ from app.work import PREDICT_CHUNK, Task, write_results  # noqa: E402
 from model.names import BERT, NBSVM, SENTENCE, WORD  # noqa: E402
 
 OUTPUT_TABLES = (SentenceWeight, WordWeight, Explanation, Prediction)
+ONE_THREAD = "local1"  # --engines: the in-process engine with torch on one thread, as in a Ray actor
 EXPLAIN_BLOCK = 4  # app.steps.EXPLAIN_BLOCK
 
 
@@ -119,15 +126,18 @@ def measure_engines(args, lime: dict) -> dict:
         shutil.copy(args.data_dir / "textflix.db", database)
         for name, (task, count) in tasks.items():
             for engine in args.engines:
-                build = scratch_pipeline(args.data_dir, database, engine, lime)
+                threads = torch.get_num_threads()
+                if engine == ONE_THREAD:  # the in-process engine as an actor runs: torch on one thread
+                    torch.set_num_threads(1)
+                build = scratch_pipeline(args.data_dir, database, "local" if engine == ONE_THREAD else engine, lime)
                 clear(build)
                 ids = sample(build, task, count)
                 # the in-process engine loads its model once per build: a first run loads it;
                 # Ray starts (Ray, actors, models) on every step: a run of one review times that
-                starts = [timed_run(build, task, ids[:1])["seconds"] for _ in range(1 if engine == "local" else args.repeats)]
+                starts = [timed_run(build, task, ids[:1])["seconds"] for _ in range(args.repeats if engine == "ray" else 1)]
                 runs = [timed_run(build, task, ids) for _ in range(args.repeats)]
                 wall = median(r["seconds"] for r in runs)
-                start = 0.0 if engine == "local" else median(starts)
+                start = median(starts) if engine == "ray" else 0.0
                 results.setdefault(name, {})[engine] = line = {
                     "reviews": len(ids),
                     "wall": len(ids) / wall,
@@ -142,6 +152,7 @@ def measure_engines(args, lime: dict) -> dict:
                       f"{line['net']:7.2f} after a start of {start:5.1f} s; this process's CPU "
                       f"{line['cpu_per_review'] * 1000:6.1f} ms/review (runs {line['runs']} s)", flush=True)  # fmt: skip
                 build.engine.dispose()
+                torch.set_num_threads(threads)
             local, ray = (results[name].get(e) for e in ("local", "ray"))
             if local and ray:
                 print(f"{name:24} ray/local: {ray['wall'] / local['wall']:.2f} (with its start), "
@@ -282,8 +293,10 @@ def rows_per_review(data_dir: Path) -> dict:
 def capacity(report: dict, rows: dict) -> list[str]:
     """The capacity model: hours for CORPUS reviews on CPU cores and GPUs, and the writes' share."""
     engines_ = report["engines"]
-    # core-seconds per review: the in-process engine's CPU time (robust to other load on the machine)
-    core_s = {name: engines_[name]["local"]["cpu_per_review"] for name in (*PREDICT_NAMES, *EXPLAIN_NAMES)}
+    # core-seconds per review: the CPU time of the in-process engine with torch on one thread, as
+    # in a Ray actor (one core, one thread); CPU time, unlike wall time, is not inflated by other
+    # work on the machine
+    core_s = {name: engines_[name][ONE_THREAD]["cpu_per_review"] for name in (*PREDICT_NAMES, *EXPLAIN_NAMES)}
     compute = sum(core_s.values())
     # Ray, its actors and their models, per step (two steps)
     startup = 2 * statistics.median(engines_[name]["ray"]["start_s"] for name in engines_ if "ray" in engines_[name])
@@ -324,7 +337,7 @@ def capacity(report: dict, rows: dict) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, required=True)
-    parser.add_argument("--engines", default="local,ray")
+    parser.add_argument("--engines", default=f"local,ray,{ONE_THREAD}")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--predict-reviews", type=int, default=512)
     parser.add_argument("--predict-chunk", type=int, default=128, help="reviews per predict unit (the build's: 256)")
@@ -337,10 +350,17 @@ def main() -> int:
     parser.add_argument("--postgres", default=os.environ.get("TEXTFLIX_TEST_POSTGRES_URL"))
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--skip-engines", action="store_true", help="measure the write rates only")
-    parser.add_argument("--capacity-from", type=Path, help="print the capacity model of an earlier --json, measure nothing")
+    parser.add_argument("--capacity-from", type=Path, nargs="+",
+                        help="print the capacity model of earlier --json files (merged), measure nothing")
     args = parser.parse_args()
     if args.capacity_from:
-        print("\n".join(capacity(json.loads(args.capacity_from.read_text()), rows_per_review(args.data_dir))))
+        report = {}
+        for path in args.capacity_from:
+            earlier = json.loads(path.read_text())
+            for name, by_engine in earlier.pop("engines", {}).items():
+                report.setdefault("engines", {}).setdefault(name, {}).update(by_engine)
+            report.update({key: value for key, value in earlier.items() if key != "writes" or value})
+        print("\n".join(capacity(report, rows_per_review(args.data_dir))))
         return 0
     args.engines = args.engines.split(",")
     work.PREDICT_CHUNK = args.predict_chunk  # read where the driver cuts the units
@@ -370,7 +390,7 @@ def main() -> int:
     print(f"load average at the end: {report['load_average_after']:.1f}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
-    if "engines" in report:
+    if all(ONE_THREAD in by_engine and "ray" in by_engine for by_engine in report.get("engines", {}).values()):
         print("\n".join(capacity(report, rows_per_review(args.data_dir))))
     return 0
 
