@@ -16,7 +16,7 @@ from pydantic import SecretStr, ValidationError
 
 from app.db import display_url
 from app.export import WRITERS
-from app.settings import ApiLimits, Compute, Pages, Server, Settings, Storage
+from app.settings import ApiLimits, BuildEngine, Compute, Pages, Server, Settings, Storage
 from model.config import DISTILL, ConfigGroup, LimeConfig, Sources
 from model.curve import LEARNING_CURVE, point_text
 from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, MAIN_MODEL, MODELS, TEACHER, TRAIN
@@ -24,12 +24,12 @@ from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, MAIN_MODEL, MODELS, TEAC
 FLAG_NAMES = {"database_url": "--database"}
 # Each command takes the flags of these groups; "build" also takes every group that shapes the build.
 COMMANDS: dict[str, tuple[str, list[type[ConfigGroup]]]] = {
-    "build": ("Run the offline pipeline (resumable) and print a summary.", [Storage, Compute, Sources]),
+    "build": ("Run the offline pipeline (resumable) and print a summary.", [Storage, Compute, BuildEngine, Sources]),
     "report": ("Print the latest run record.", [Storage]),
     "serve": ("Start the web server on the database.", [Storage, Compute, Server, Pages, LimeConfig, ApiLimits]),
     "up": (
         "Build the database if it is missing or unfinished, then serve it.",
-        [Storage, Compute, Sources, Server, Pages, LimeConfig, ApiLimits],
+        [Storage, Compute, BuildEngine, Sources, Server, Pages, LimeConfig, ApiLimits],
     ),
     "export": ("Write every catalogue review with its predictions, explanations and their trust figures.", [Storage]),
 }

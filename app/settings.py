@@ -49,6 +49,22 @@ class Compute(ConfigGroup):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where BERT runs.")
 
 
+class BuildEngine(ConfigGroup):
+    """Where the per-review build steps compute (app.engines). Not part of the build config:
+    both engines write the same rows, so a build may resume under the other one."""
+
+    engine: Literal["local", "ray"] = Field(
+        "local",
+        description="Where predict and explain run: in this process, or as Ray Data pipelines "
+        "(pip install -e '.[ray]').",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="The Ray cluster of --engine ray: HOST:PORT of its head, ray://HOST:PORT (Ray Client) "
+        "or auto; default: start a Ray on this machine for the step.",
+    )
+
+
 class CurveConfig(ConfigGroup):
     shapes_build = True
 
@@ -151,6 +167,7 @@ class Settings(
     BaseSettings,
     Storage,
     Compute,
+    BuildEngine,
     Sources,
     SplitConfig,
     NbsvmConfig,

@@ -3,46 +3,41 @@ explain, evaluate, learning curve (``build_steps``); the distill recipe trains a
 and pseudo-labels unlabeled reviews before it trains the served BERT model. ``app.pipeline`` runs them.
 
 The per-review steps (predict, explain) find the reviews that still lack their rows and
-commit in small batches, so a killed build redoes at most one batch.
+commit in small batches, so a killed build redoes at most one batch. Their work is
+``app.work``'s, computed in this process or on Ray (``app.engines``, ``--engine``).
 """
 
 import logging
 import random
 import time
-from collections.abc import Callable
 
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from app.db import (
-    Explanation,
     Movie,
     Prediction,
     PseudoLabel,
     Review,
     Sentence,
-    SentenceWeight,
-    WordWeight,
     session_scope,
 )
+from app.engines import run_tasks
 from app.pipeline import BuildError, Pipeline, Step
-from model import explain
+from app.work import EXPLAIN_TASKS, PREDICT_TASKS, Task
 from model.artifacts import read_meta, saved_fingerprint, update_meta
 from model.bert import TEMPERATURE, BertClassifier, gold_targets
 from model.config import (
     DISTILL,
     BertConfig,
     ConfigGroup,
-    LimeConfig,
     RecipeConfig,
     Seeded,
     SplitConfig,
     TeacherConfig,
-    WordLimeConfig,
 )
 from model.curve import LEARNING_CURVE, point_text, series, spread
 from model.data import RawReview, balanced_sample, sample_unlabeled
@@ -54,23 +49,18 @@ from model.names import (
     IMDB,
     MAIN_MODEL,
     MODELS,
-    SENTENCE,
     STUDENT,
     TEACHER,
     TRAIN,
-    WORD,
-    WORD_LEVEL_MODEL,
-    label_of,
 )
 from model.sentences import split_sentences
 from model.trained import CLASSIFIERS, Classifier, model_dir
 
 log = logging.getLogger("textflix")
-PREDICT_CHUNK = 256  # reviews per model call and commit in the predict step
+EXPLAIN_BLOCK = 4  # reviews per Ray block, and per write, in the explain step of the Ray engine
 TRAINING_FACTS = "training"  # the key of a trained model's step facts in its facts file
 CALIBRATION_DIR = "calibration"  # in the data directory: each fold's held-out scores
 PSEUDO_LABEL_CHUNK = 16  # unlabeled reviews per teacher call and commit (MPNet on 2 CPU cores: ~2 s)
-EXPLANATIONS = [*((model, SENTENCE) for model in MODELS), (WORD_LEVEL_MODEL, WORD)]
 
 
 class ReadData(Step):
@@ -316,26 +306,8 @@ class Predict(Step):
     reads = ("catalogue and evaluation reviews", "models")
     writes = ("predictions",)
 
-    def run(self, build: Pipeline) -> None:
-        for name in MODELS:
-            with session_scope(build.engine) as session:
-                done = select(Prediction.review_id).where(Prediction.model == name)
-                todo = session.execute(
-                    select(Review.id, Review.text)
-                    .where(Review.split.in_((CATALOGUE, EVAL)), Review.id.not_in(done))
-                    .order_by(Review.id)
-                ).all()
-            bar = tqdm(total=len(todo), desc=f"Predict {name}", unit="review", disable=not build.progress)
-            for start in range(0, len(todo), PREDICT_CHUNK):
-                rows = todo[start : start + PREDICT_CHUNK]
-                p_positive = build.model(name).predict_proba([r.text for r in rows])[:, 1]
-                with session_scope(build.engine) as session:
-                    session.add_all(
-                        Prediction(review_id=r.id, model=name, label=label_of(p), p_positive=float(p))
-                        for r, p in zip(rows, p_positive)
-                    )
-                bar.update(len(rows))
-            bar.close()
+    def run(self, build: Pipeline) -> dict:
+        return run_tasks(build, planned(build, PREDICT_TASKS, "Predict {model}: {todo} reviews to score"), per_block=1)
 
 
 class Explain(Step):
@@ -343,19 +315,21 @@ class Explain(Step):
     reads = ("catalogue reviews", "sentences", "models")
     writes = ("sentence_weights", "word_weights", "explanations")
 
-    def run(self, build: Pipeline) -> None:
-        for name, level in EXPLANATIONS:
-            with session_scope(build.engine) as session:
-                done = select(Explanation.review_id).where(Explanation.model == name, Explanation.level == level)
-                todo = session.scalars(
-                    select(Review.id).where(Review.split == CATALOGUE, Review.id.not_in(done)).order_by(Review.id)
-                ).all()
-                total = session.scalar(select(func.count(Review.id)).where(Review.split == CATALOGUE))
-            log.info("LIME %s %ss: %d reviews to explain, %d already done.", name, level, len(todo), total - len(todo))
-            predict = build.model(name).predict_proba
-            for review_id in tqdm(todo, desc=f"LIME {name} {level}s", unit="review", disable=not build.progress):
-                with session_scope(build.engine) as session:
-                    store_explanation(session, session.get(Review, review_id), name, level, predict, build)
+    def run(self, build: Pipeline) -> dict:
+        plan = planned(build, EXPLAIN_TASKS, "LIME {model} {level}s: {todo} reviews to explain")
+        return run_tasks(build, plan, per_block=EXPLAIN_BLOCK)
+
+
+def planned(build: Pipeline, tasks: list[Task], what: str) -> list[tuple[Task, list[int]]]:
+    """Each task with the ids of the reviews that still lack its rows, each logged as ``what``."""
+    plan = []
+    with session_scope(build.engine) as session:
+        for task in tasks:
+            todo = task.pending(session)
+            done = task.total(session) - len(todo)
+            log.info(what.format(model=task.model, level=task.level, todo=len(todo)) + ", %d already done.", done)
+            plan.append((task, todo))
+    return plan
 
 
 class Evaluate(Step):
@@ -481,30 +455,3 @@ def sentence_rows(text: str) -> list[Sentence]:
         Sentence(position=i, start=span.start, end=span.end, text=span.text)
         for i, span in enumerate(split_sentences(text))
     ]
-
-
-def store_explanation(
-    session: Session, review: Review, model: str, level: str, predict: Callable, build: Pipeline
-) -> None:
-    """Explain ``review`` with LIME for ``model`` at ``level`` and add the rows to ``session``."""
-    lime = build.settings.group(LimeConfig)
-    quality = {}
-    if level == SENTENCE:
-        samples = lime.lime_samples
-        sentences = review.sentences
-        result = explain.explain_sentences(review.text, sentences, predict, lime)
-        quality = result.quality.as_dict()
-        for sentence, weight in zip(sentences, result.weights):
-            session.add(SentenceWeight(sentence_id=sentence.id, model=model, weight=weight))
-    else:
-        config = build.settings.group(WordLimeConfig)
-        samples = config.word_lime_samples
-        result = explain.explain_words(review.text, predict, samples, config.seed, lime.lime_target)
-        for word, weight in zip(result.words, result.weights):
-            session.add(WordWeight(review_id=review.id, model=model, word=word[:128], weight=weight))
-    session.add(
-        Explanation(
-            review_id=review.id, model=model, level=level, samples=samples,
-            intercept=result.intercept, score=result.score, **quality,
-        )
-    )  # fmt: skip
