@@ -69,7 +69,12 @@ class ReadData(Step):
     writes = ("movies", "reviews", "sentences", "run counts")
 
     def prepare(self, build: Pipeline) -> None:
-        build.splits()
+        if not build.splits().eval:  # before hours of training and explaining, not at the evaluate step
+            raise BuildError(
+                "No test review is left for the evaluation set: the catalogue took them all (--titles "
+                f"{build.settings.titles}, --max-words {build.settings.max_words}); lower either, so that "
+                "the build can measure its models."
+            )
 
     def run(self, build: Pipeline) -> None:
         splits = build.splits()

@@ -11,7 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from app.cli import parser
+from app.pipeline import BuildError, Pipeline
 from app.settings import Settings
+from app.steps import ReadData
 from model.config import IMDB_SHA256, IMDB_URL, Sources, SplitConfig
 from model.data import DataError, download, locate_archive, make_splits, read_archive, read_movies
 from tests.conftest import SHARED_MOVIES, write_archive
@@ -96,6 +98,14 @@ def test_titles_all_takes_every_title_of_the_test_split(tmp_path):
     assert [r.key for r in splits.eval] == ["test/neg/2_2"]
     # a bigger number than there are titles takes them all too
     assert make_splits(reviews, SplitConfig(train_size=2, titles=10)).title_ids == splits.title_ids
+
+
+def test_a_build_whose_catalogue_takes_every_test_review_stops_before_it_starts(tmp_path):
+    archive = write_archive(tmp_path / ARCHIVE, tiny_files())
+    settings = Settings(imdb=str(archive), data_dir=tmp_path / "data", train_size=2, titles="all", max_words=100000)
+    with pytest.raises(BuildError, match="No test review is left for the evaluation set.*--titles all"):
+        Pipeline(settings, [ReadData()], progress=False).run()
+    assert not (tmp_path / "data" / "textflix.db").exists()  # refused before the database was made
 
 
 def test_titles_is_a_number_or_all_from_the_flag_and_the_environment(monkeypatch):
