@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -93,13 +94,19 @@ def test_the_engine_is_a_flag_of_build_and_up_and_not_part_of_the_build_config()
     assert Settings().engine == "local" and Settings().ray_address is None
 
 
-def test_without_ray_the_build_says_how_to_install_it(local_build, monkeypatch, capsys, real_subset_archive, tmp_path):
-    data, db = local_build
+def unpredicted_copy(db: Path, tmp_path: Path) -> Path:
+    """A copy of the built database ``db`` whose predict step (and all after it) is still to do."""
     copy = tmp_path / "copy.db"
     shutil.copy(db, copy)
     with sqlite3.connect(copy) as connection:
         connection.execute("DELETE FROM predictions")
         connection.execute("UPDATE runs SET status = 'running', steps = json_remove(steps, '$.predict')")
+    return copy
+
+
+def test_without_ray_the_build_says_how_to_install_it(local_build, monkeypatch, capsys, real_subset_archive, tmp_path):
+    data, db = local_build
+    copy = unpredicted_copy(db, tmp_path)
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
     args = ["build", "--imdb", str(real_subset_archive), "--data-dir", str(data), "--database", f"sqlite:///{copy}"]
     assert main([*args, *TINY, "--engine", "ray"]) == 1
@@ -112,11 +119,7 @@ def test_without_ray_the_build_says_how_to_install_it(local_build, monkeypatch, 
 @needs_ray
 def test_an_unreachable_cluster_is_named_at_once(local_build, capsys, real_subset_archive, tmp_path):
     data, db = local_build
-    copy = tmp_path / "copy.db"
-    shutil.copy(db, copy)
-    with sqlite3.connect(copy) as connection:
-        connection.execute("DELETE FROM predictions")
-        connection.execute("UPDATE runs SET status = 'running', steps = json_remove(steps, '$.predict')")
+    copy = unpredicted_copy(db, tmp_path)
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{sock.getsockname()[1]}"
