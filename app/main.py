@@ -12,6 +12,7 @@ from app.analysis import load_analyzer
 from app.db import make_engine, sqlite_path
 from app.guard import ApiGuard
 from app.settings import Settings
+from app.timing import ServerTiming
 
 log = logging.getLogger("textflix")
 
@@ -58,4 +59,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api.install(app)
     errors.install(app)
     app.add_middleware(ApiGuard, settings=settings)
+    app.add_middleware(ServerTiming)  # added last: outermost, so it times the guard too
     return app

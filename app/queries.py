@@ -10,9 +10,10 @@ A page costs a handful of queries, whatever the number of reviews.
 import math
 from collections import defaultdict
 from collections.abc import Iterable
+from functools import cache
 from statistics import fmean
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import ColumnElement, Select, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, aliased
 
 from app.catalogue_cache import kept
@@ -51,46 +52,33 @@ PREDICTION_OF = {model: aliased(Prediction, name=f"p_{model}") for model in MODE
 EXPLANATION_OF = {model: aliased(Explanation, name=f"e_{model}") for model in MODELS}
 
 
+# Which catalogue reviews a page reads, with bound parameters (``title_id``, ``review_id``,
+# ``ids``): each statement that takes one is made once per condition, so a request only
+# binds values, where making the statement would cost about as much as running it.
+OF_TITLE = Review.title_id == bindparam("title_id")
+WITH_ID = Review.id == bindparam("review_id")
+WITH_IDS = Review.id.in_(bindparam("ids", expanding=True))
+
+
 def review_rows(
-    session: Session, *conditions, text: bool = False, trust: bool = False, disagreeing: bool = False
+    session: Session,
+    where: ColumnElement[bool] | None = None,
+    params: dict | None = None,
+    *,
+    text: bool = False,
+    trust: bool = False,
+    disagreeing: bool = False,
 ) -> list[dict]:
-    """Catalogue reviews matching ``conditions`` with both models' predictions, one query.
+    """Catalogue reviews (those ``where`` picks with ``params``, one of the conditions above)
+    with both models' predictions, one query.
 
     ``trust`` adds, per model, what the pages show beside its sentence highlights
     (``explanation_trust``); ``disagreeing`` keeps only the reviews that the two models
     label differently.
     """
-    aliases = PREDICTION_OF
-    columns = [
-        Review.id,
-        Review.title_id,
-        GOLD.label("gold"),
-        USER_LABEL.label("user_label"),
-        Review.rating,
-        Review.source,
-    ]
-    if text:
-        columns.append(Review.text)
-    stmt = select(*columns)
-    for model, alias in aliases.items():
-        stmt = stmt.add_columns(
-            alias.label.label(f"{model}_label"), alias.p_positive.label(f"{model}_p_positive")
-        ).outerjoin(alias, and_(alias.review_id == Review.id, alias.model == model))
-        if trust:
-            explanation = EXPLANATION_OF[model]
-            stmt = stmt.add_columns(
-                *(getattr(explanation, name).label(f"{model}_{name}") for name in TRUST_COLUMNS)
-            ).outerjoin(
-                explanation,
-                and_(explanation.review_id == Review.id, explanation.model == model, explanation.level == SENTENCE),
-            )
-    stmt = stmt.where(Review.split == CATALOGUE, *conditions).order_by(Review.id)
-    if disagreeing:
-        first, second = aliases.values()
-        stmt = stmt.where(first.label != second.label)
-    names = [column.key for column in stmt.selected_columns]
+    stmt, names = _review_rows_statement(where, text, trust, disagreeing)
     rows = []
-    for record in session.execute(stmt):
+    for record in session.execute(stmt, params):
         row = dict(zip(names, record))
         row["predictions"], row["trust"] = {}, {}
         for model in MODELS:
@@ -105,58 +93,100 @@ def review_rows(
     return rows
 
 
+@cache
+def _review_rows_statement(
+    where: ColumnElement[bool] | None, text: bool, trust: bool, disagreeing: bool
+) -> tuple[Select, list[str]]:
+    """``review_rows``' query of one shape, and the names of its columns."""
+    columns = [
+        Review.id,
+        Review.title_id,
+        GOLD.label("gold"),
+        USER_LABEL.label("user_label"),
+        Review.rating,
+        Review.source,
+    ]
+    if text:
+        columns.append(Review.text)
+    stmt = select(*columns)
+    for model, alias in PREDICTION_OF.items():
+        stmt = stmt.add_columns(
+            alias.label.label(f"{model}_label"), alias.p_positive.label(f"{model}_p_positive")
+        ).outerjoin(alias, and_(alias.review_id == Review.id, alias.model == model))
+        if trust:
+            explanation = EXPLANATION_OF[model]
+            stmt = stmt.add_columns(
+                *(getattr(explanation, name).label(f"{model}_{name}") for name in TRUST_COLUMNS)
+            ).outerjoin(
+                explanation,
+                and_(explanation.review_id == Review.id, explanation.model == model, explanation.level == SENTENCE),
+            )
+    stmt = stmt.where(Review.split == CATALOGUE).order_by(Review.id)
+    if where is not None:
+        stmt = stmt.where(where)
+    if disagreeing:
+        first, second = PREDICTION_OF.values()
+        stmt = stmt.where(first.label != second.label)
+    return stmt, [column.key for column in stmt.selected_columns]
+
+
 def explanation_trust(figures: dict) -> dict:
     """What a page shows beside a model's sentence highlights: the space of the weights
     (``target``, for the colour scale), whether the explanation is weak and why."""
     return {"target": figures["target"] or LOG_ODDS, **assessment(figures["score"], figures)}
 
 
-def sentences_by_review(session: Session, *conditions) -> dict[int, list[dict]]:
-    """Sentences (with every model's LIME weight) of the reviews matching ``conditions``."""
-    stmt = (
-        select(
-            Sentence.review_id,
-            Sentence.id,
-            Sentence.position,
-            Sentence.start,
-            Sentence.end,
-            Sentence.text,
-            SentenceWeight.model,
-            SentenceWeight.weight,
-        )
-        .join(Review, Review.id == Sentence.review_id)
-        .outerjoin(SentenceWeight, SentenceWeight.sentence_id == Sentence.id)
-        .where(*conditions)
-        .order_by(Sentence.review_id, Sentence.position)
-    )
+# Per model, the alias ``sentences_by_review`` joins its sentence weights as.
+WEIGHT_OF = {model: aliased(SentenceWeight, name=f"w_{model}") for model in MODELS}
+
+
+@cache
+def _sentences_statement(where: ColumnElement[bool]) -> Select:
+    """The sentences of the catalogue reviews ``where`` picks, each model's weight in a
+    column of its own: one row per sentence."""
+    stmt = select(
+        Sentence.review_id,
+        Sentence.position,
+        Sentence.start,
+        Sentence.end,
+        Sentence.text,
+        *(weight.weight for weight in WEIGHT_OF.values()),
+    ).join(Review, Review.id == Sentence.review_id)
+    for model, weight in WEIGHT_OF.items():
+        stmt = stmt.outerjoin(weight, and_(weight.sentence_id == Sentence.id, weight.model == model))
+    return stmt.where(Review.split == CATALOGUE, where).order_by(Sentence.review_id, Sentence.position)
+
+
+def sentences_by_review(session: Session, where: ColumnElement[bool], params: dict) -> dict[int, list[dict]]:
+    """Sentences (with every model's LIME weight) of the catalogue reviews ``where`` picks with ``params``."""
     by_review: dict[int, list[dict]] = defaultdict(list)
-    by_id: dict[int, dict] = {}
-    for review_id, sentence_id, position, start, end, text, model, weight in session.execute(stmt):
-        sentence = by_id.get(sentence_id)
-        if sentence is None:
-            sentence = by_id[sentence_id] = {
+    for review_id, position, start, end, text, *weights in session.execute(_sentences_statement(where), params):
+        by_review[review_id].append(
+            {
                 "position": position,
                 "start": start,
                 "end": end,
                 "text": text,
-                "weights": {},
+                "weights": {model: weight for model, weight in zip(MODELS, weights) if weight is not None},
             }
-            by_review[review_id].append(sentence)
-        if model is not None:
-            sentence["weights"][model] = weight
+        )
     return by_review
 
 
-def words_by_review(session: Session, *conditions) -> dict[int, list[dict]]:
-    """NB-SVM's word weights of the reviews matching ``conditions``, strongest first."""
-    stmt = (
+@cache
+def _words_statement(where: ColumnElement[bool]) -> Select:
+    return (
         select(WordWeight.review_id, WordWeight.word, WordWeight.weight)
         .join(Review, Review.id == WordWeight.review_id)
-        .where(WordWeight.model == WORD_LEVEL_MODEL, *conditions)
+        .where(WordWeight.model == WORD_LEVEL_MODEL, Review.split == CATALOGUE, where)
         .order_by(WordWeight.review_id, func.abs(WordWeight.weight).desc(), WordWeight.word)
     )
+
+
+def words_by_review(session: Session, where: ColumnElement[bool], params: dict) -> dict[int, list[dict]]:
+    """NB-SVM's word weights of the catalogue reviews ``where`` picks with ``params``, strongest first."""
     by_review: dict[int, list[dict]] = defaultdict(list)
-    for review_id, word, weight in session.execute(stmt):
+    for review_id, word, weight in session.execute(_words_statement(where), params):
         by_review[review_id].append({"word": word, "weight": weight})
     return by_review
 
@@ -497,24 +527,22 @@ def review_item(row: dict, sentences: list[dict], view: View, models: Iterable[s
     item["weak"] = any(trust["weak"] for trust in item["trust"].values())
     labels = {prediction["label"] for prediction in predictions.values()}
     item["disagree"] = len(predictions) > 1 and len(labels) > 1
-    item["sentences"] = [
-        {**sentence, "weights": {m: sentence["weights"][m] for m in models if m in sentence["weights"]}}
-        for sentence in sentences
-    ]
+    if len(models) < len(MODELS):  # only the weights of the models shown
+        sentences = [
+            {**sentence, "weights": {m: sentence["weights"][m] for m in models if m in sentence["weights"]}}
+            for sentence in sentences
+        ]
+    item["sentences"] = sentences
     return item
 
 
 def movie_page(session: Session, title_id: str, view: View) -> dict | None:
     """A title with all its catalogue reviews, or None if the catalogue has no such title."""
-    rows = review_rows(session, Review.title_id == title_id, text=True, trust=view.analyze)
+    rows = review_rows(session, OF_TITLE, {"title_id": title_id}, text=True, trust=view.analyze)
     if not rows:
         return None
     movie = movie_dict(session.get(Movie, title_id), title_id)
-    sentences = (
-        sentences_by_review(session, Review.title_id == title_id, Review.split == CATALOGUE)
-        if view.analyze
-        else {}
-    )
+    sentences = sentences_by_review(session, OF_TITLE, {"title_id": title_id}) if view.analyze else {}
     items = [review_item(row, sentences.get(row["id"], []), view, view.models) for row in rows]
     page = {
         "movie": movie,
@@ -547,16 +575,16 @@ def movie_page(session: Session, title_id: str, view: View) -> dict | None:
 
 def review_page(session: Session, review_id: int, view: View) -> dict | None:
     """One catalogue review in full: both models, sentence weights, NB-SVM word weights."""
-    rows = review_rows(session, Review.id == review_id, text=True, trust=view.analyze)
+    rows = review_rows(session, WITH_ID, {"review_id": review_id}, text=True, trust=view.analyze)
     if not rows:
         return None
     row = rows[0]
     movie = session.get(Movie, row["title_id"])
-    sentences = sentences_by_review(session, Review.id == review_id).get(review_id, []) if view.analyze else []
+    sentences = sentences_by_review(session, WITH_ID, {"review_id": review_id}).get(review_id, []) if view.analyze else []
     item = review_item(row, sentences, view, MODELS)
     page = {"movie": movie_dict(movie, row["title_id"]), "review": item}
     if view.analyze:
-        page["words"] = words_by_review(session, Review.id == review_id).get(review_id, [])
+        page["words"] = words_by_review(session, WITH_ID, {"review_id": review_id}).get(review_id, [])
         page["explanations"] = [
             explanation_record(e)
             for e in session.scalars(
@@ -604,8 +632,8 @@ def disagreements(session: Session, page: int, per_page: int) -> dict:
     entries = listing["entries"][(page - 1) * per_page : page * per_page]
     ids = [entry["id"] for entry in entries]
     view = View(analyze=True, accuracy=True, compare=True)
-    rows = {row["id"]: row for row in review_rows(session, Review.id.in_(ids), text=True, trust=True)} if ids else {}
-    sentences = sentences_by_review(session, Review.id.in_(ids)) if ids else {}
+    rows = {row["id"]: row for row in review_rows(session, WITH_IDS, {"ids": ids}, text=True, trust=True)} if ids else {}
+    sentences = sentences_by_review(session, WITH_IDS, {"ids": ids}) if ids else {}
     items = []
     for entry in entries:
         item = review_item(rows[entry["id"]], sentences.get(entry["id"], []), view, MODELS)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from markupsafe import Markup, escape
 
+from app.view import View
 from model.config import DISTILL
 from model.curve import point_text
 from model.names import DISPLAY_NAMES, MODELS, NBSVM, NEGATIVE, POSITIVE, TEACHER, WORD_LEVEL_MODEL, short_label
@@ -28,18 +29,32 @@ _drawn: dict[int, tuple[list, Markup]] = {}
 KEPT_DRAWINGS = 16
 
 
-def _alpha(weight: float, target: str | None) -> float:
-    """The highlight's strength: |weight| over the full-colour weight of its space (log-odds by default)."""
-    return min(1.0, abs(weight) / FULL_COLOUR_WEIGHT.get(target, FULL_COLOUR_WEIGHT[LOG_ODDS]))
+def percent(value: float | None, digits: int = 0) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{value:.{digits}%}"
 
 
-def _mark(text: str, weight: float | None, target: str | None, what: str) -> str:
-    if weight is None or _alpha(weight, target) < MIN_ALPHA:
-        return str(escape(text))
-    toward = POSITIVE if weight > 0 else NEGATIVE
+def _full_colour(target: str | None) -> float:
+    """The weight drawn in full colour in the space ``target`` (log-odds by default)."""
+    return FULL_COLOUR_WEIGHT.get(target, FULL_COLOUR_WEIGHT[LOG_ODDS])
+
+
+def _what(model: str | None, level: str) -> str:
+    """The start of a highlight's tooltip, escaped: "BERT sentence weight"."""
+    return str(escape(f"{DISPLAY_NAMES.get(model, model)} {level} weight"))
+
+
+_SIDES = {True: ("pos", POSITIVE), False: ("neg", NEGATIVE)}  # a weight > 0: its class and label
+
+
+def _mark(text: str, weight: float | None, full_colour: float, what: str) -> str:
+    """``text`` escaped, in a highlight of strength |weight| / ``full_colour`` unless that is too faint to draw."""
+    strength = 0.0 if weight is None else abs(weight) / full_colour
+    if strength < MIN_ALPHA:
+        return escape(text)
+    side, toward = _SIDES[weight > 0]
     return (
-        f'<span class="hl {short_label(toward)}" style="--a:{_alpha(weight, target):.2f}" '
-        f'title="{escape(what)} {weight:+.3f} toward {toward}">{escape(text)}</span>'
+        f'<span class="hl {side}" style="--a:{min(1.0, strength):.2f}" '
+        f'title="{what} {weight:+.3f} toward {toward}">{escape(text)}</span>'
     )
 
 
@@ -71,10 +86,12 @@ def highlight(text: str, sentences: list[dict], model: str | None, target: str |
         pieces = []
         for sentence in sentences:
             pieces += [(sentence["text"], sentence), (" ", None)]
-    what = f"{DISPLAY_NAMES.get(model, model)} sentence weight"
+    if model is None:
+        return Markup("".join(str(escape(piece)) for piece, _ in pieces))
+    full_colour, what = _full_colour(target), _what(model, "sentence")
     return Markup(
         "".join(
-            _mark(piece, sentence["weights"].get(model) if sentence and model else None, target, what)
+            _mark(piece, sentence["weights"].get(model), full_colour, what) if sentence else escape(piece)
             for piece, sentence in pieces
         )
     )
@@ -82,8 +99,7 @@ def highlight(text: str, sentences: list[dict], model: str | None, target: str |
 
 def sentence_mark(sentence: dict, model: str, target: str | None = None) -> Markup:
     """One sentence (``text`` and ``weight``) highlighted on its own."""
-    what = f"{DISPLAY_NAMES.get(model, model)} sentence weight"
-    return Markup(_mark(sentence["text"], sentence["weight"], target, what))
+    return Markup(_mark(sentence["text"], sentence["weight"], _full_colour(target), _what(model, "sentence")))
 
 
 def word_highlight(text: str, words: list[dict], target: str | None = None) -> Markup:
@@ -95,16 +111,48 @@ def word_highlight(text: str, words: list[dict], target: str | None = None) -> M
         r"(?<!\w)(?:" + "|".join(re.escape(word) for word in sorted(weights, key=len, reverse=True)) + r")(?!\w)",
         re.IGNORECASE,
     )
+    full_colour, what = _full_colour(target), _what(WORD_LEVEL_MODEL, "word")
     parts, position = [], 0
     for match in pattern.finditer(text):
         parts.append(str(escape(text[position : match.start()])))
-        parts.append(_mark(match.group(0), weights.get(match.group(0).lower()), target, f"{DISPLAY_NAMES[WORD_LEVEL_MODEL]} word weight"))
+        parts.append(_mark(match.group(0), weights.get(match.group(0).lower()), full_colour, what))
         position = match.end()
     parts.append(str(escape(text[position:])))
     return Markup("".join(parts))
 
 
 # --- bars --------------------------------------------------------------------------------
+
+
+def number(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
+def model_bars(summary: dict, view: View, noun: str = "reviews") -> Markup:
+    """The bar of each model the view shows (``summary["models"]``, as ``queries.in_view`` makes
+    them), named when it shows both."""
+    return Markup("".join(model_bar(summary["models"][model], view, noun, view.show_compare) for model in view.models))
+
+
+def model_bar(s: dict, view: View, noun: str = "reviews", named: bool = False) -> str:
+    """One model's sentiment over some reviews: bar, and with accuracy on, the wrong-review
+    ticks and the accuracy line."""
+    name = f'<p class="model-name">{escape(s["name"])}</p>' if named else ""
+    text = f'{number(s["reviews"])} {escape(noun)} · {number(s["positive"])} positive ({percent(s["positive_share"])})'
+    accuracy = ""
+    if view.show_accuracy:
+        said = "No gold labels" if s["accuracy"] is None else f'{percent(s["accuracy"])} accuracy'
+        if s["accuracy"] is not None and s["wrong"]:
+            said += f' ({number(s["wrong"])} wrong)'
+        if s["user_labeled"]:
+            said += (
+                f' · {number(s["user_labeled"])} labelled by their writers, not counted ({number(s["user_agree"])} agree)'
+            )
+        accuracy = f'\n  {ticks_svg(s)}\n  <p class="accuracy-text">{said}</p>'
+    return (
+        f'<div class="model-bar" data-model="{escape(s["model"])}">{name}\n  <div class="bar">{bar_svg(s)}'
+        f'<span class="bar-text">{text}</span>\n  </div>{accuracy}\n</div>'
+    )
 
 
 def bar_svg(summary: dict) -> Markup:

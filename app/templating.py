@@ -1,12 +1,11 @@
 """The Jinja2 templates of the pages and the error pages, with their filters and globals."""
 
-import math
 from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
 
 import app as app_package
-from app import render
+from app import cards, render
 from app.view import View
 from model.curve import point_text
 from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS, WORD_LEVEL_MODEL, short_label
@@ -31,10 +30,6 @@ def _duration(seconds: float | None) -> str:
     return f"{hours} h {minutes} min"
 
 
-def _pct(value: float | None, digits: int = 0) -> str:
-    return "–" if value is None or not math.isfinite(value) else f"{value:.{digits}%}"
-
-
 def _points(drop: float) -> str:
     """A change in probability as percentage points, without its sign: 0.123 → "12 points"."""
     points = abs(drop) * 100
@@ -47,8 +42,8 @@ def _times(ratio: float) -> str:
 
 
 templates.env.filters.update(
-    num=lambda value: "–" if value is None else f"{value:,}",
-    pct=_pct,
+    num=render.number,
+    pct=render.percent,
     signed=lambda value: "–" if value is None else f"{value:+.3f}",
     points=_points,
     times=_times,
@@ -57,11 +52,16 @@ templates.env.filters.update(
     spread=point_text,
 )
 templates.env.globals.update(
-    highlight=render.highlight,
+    title_card=cards.title_card,
+    meta_line=cards.meta_line,
+    review_card=cards.review_card,
+    model_column=cards.model_column,
+    prediction=cards.prediction,
+    weak_note=cards.weak_note,
+    gold=cards.gold,
     sentence_mark=render.sentence_mark,
     word_highlight=render.word_highlight,
-    bar_svg=render.bar_svg,
-    ticks_svg=render.ticks_svg,
+    model_bars=render.model_bars,
     calibration_svg=render.calibration_svg,
     learning_curve_svg=render.learning_curve_svg,
     histogram_svg=render.histogram_svg,

@@ -9,6 +9,7 @@ titles and *page* pages through them (``app.pages.dashboard_view`` checks both).
 """
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -21,6 +22,8 @@ _PLAIN_SORTS = (DEFAULT_SORT, "title")
 _ANALYZE_SORTS = ("positive", "negative")
 _ACCURACY_SORTS = ("accurate", "inaccurate")
 SORTS = _PLAIN_SORTS + _ANALYZE_SORTS + _ACCURACY_SORTS
+# What a link to another page leaves out of the view: the title-page filters, the dashboard's search and page.
+_NOT_LINKED = {"wrong": False, "weak": False, "q": "", "page": 1}
 
 
 def _flag(value: str | None) -> bool:
@@ -106,9 +109,14 @@ class View:
     def link(self, path: str, **changes) -> str:
         """A link to another page in the same view (the title-page filters, the dashboard's
         search and page are dropped)."""
-        for name, default in (("wrong", False), ("weak", False), ("q", ""), ("page", 1)):
-            changes.setdefault(name, default)
-        return path + self.query(**changes)
+        if not changes:
+            return path + self.link_query
+        return path + self.query(**{**_NOT_LINKED, **changes})
+
+    @cached_property
+    def link_query(self) -> str:
+        """The query string of ``link`` without changes, made once per view: a page links every review it shows."""
+        return self.query(**_NOT_LINKED)
 
     def toggle(self, path: str, name: str) -> str:
         """A link to this page with one switch flipped and everything else kept."""
