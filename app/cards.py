@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup, escape
 
-from app.render import highlight, model_bars, number, percent
+from app.render import Pieces, cut, highlight_pieces, model_bars, number, percent
 from app.view import View
 from model.names import DISPLAY_NAMES, MAIN_MODEL, short_label
 
@@ -66,23 +66,22 @@ def weak_note(trust: dict) -> Markup:
     )
 
 
-def highlighted_text(item: dict, model: str, text: str | None = None) -> Markup:
-    """The review's text with ``model``'s sentence highlights, hatched when its explanation is weak."""
+def highlighted_text(item: dict, model: str, pieces: Pieces) -> Markup:
+    """The review's text (``cut``) with ``model``'s sentence highlights, hatched when its explanation is weak."""
     trust = item["trust"].get(model, {})
     weak = " weak" if trust.get("weak") else ""
-    marked = highlight(item["text"] if text is None else text, item["sentences"], model, trust.get("target"))
-    return Markup(f'<div class="text{weak}">{marked}</div>')
+    return Markup(f'<div class="text{weak}">{highlight_pieces(pieces, model, trust.get("target"))}</div>')
 
 
-def model_column(model: str, item: dict, text: str, heading: str = "h4", extra: str = "") -> Markup:
-    """One model's prediction and sentence highlights of ``item``, then ``extra`` (HTML)."""
+def model_column(model: str, item: dict, pieces: Pieces, heading: str = "h4", extra: str = "") -> Markup:
+    """One model's prediction and sentence highlights of ``item`` (its text ``cut``), then ``extra`` (HTML)."""
     name = DISPLAY_NAMES[model]
     predicted = item["predictions"].get(model)
     said = prediction(predicted) if predicted else '<p class="prediction">No prediction</p>'
     return Markup(
         f'\n<section class="model-col" data-model="{model}" aria-label="{name}">\n'
         f'  <{heading} class="model-name">{name}</{heading}>\n  {said}{weak_note(item["trust"].get(model, {}))}'
-        f"\n  {highlighted_text(item, model, text)}{extra}\n</section>"
+        f"\n  {highlighted_text(item, model, pieces)}{extra}\n</section>"
     )
 
 
@@ -112,11 +111,12 @@ def review_card(r: dict, view: View) -> Markup:
     if view.show_compare and r.get("disagree"):
         head += ' <strong class="disagree-mark">⇄ models disagree</strong>'
     if view.show_compare:
-        body = '<div class="compare">' + "".join(model_column(model, r, r["text"]) for model in view.models) + "\n  </div>"
+        pieces = cut(r["text"], r["sentences"])  # once for both columns
+        body = '<div class="compare">' + "".join(model_column(model, r, pieces) for model in view.models) + "\n  </div>"
     elif view.analyze:
         predicted = r["predictions"].get(MAIN_MODEL)
         said = prediction(predicted) if predicted else '<p class="prediction">No prediction yet</p>'
-        body = f"{said}{weak_note(r['trust'].get(MAIN_MODEL, {}))}\n  {highlighted_text(r, MAIN_MODEL)}"
+        body = f"{said}{weak_note(r['trust'].get(MAIN_MODEL, {}))}\n  {highlighted_text(r, MAIN_MODEL, cut(r['text'], r['sentences']))}"
     else:
         body = f'<div class="text">{escape(r["text"])}</div>'
     return Markup(

@@ -263,6 +263,14 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+def analyze(engine: Engine) -> None:
+    """Refresh the query planner's statistics of every table (``ANALYZE``). SQLite keeps none
+    until asked, and without them it reads a page's 20 reviews by id through the index of
+    every catalogue review (3 ms a query at 25,000 reviews instead of 0.2)."""
+    with engine.begin() as connection:
+        connection.exec_driver_sql("ANALYZE")
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")

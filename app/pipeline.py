@@ -30,7 +30,7 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.db import Review, Run, display_url, latest_run, make_engine, migrate, session_scope, sqlite_path
+from app.db import Review, Run, analyze, display_url, latest_run, make_engine, migrate, session_scope, sqlite_path
 from app.settings import Settings
 from model import checkpoints
 from model.bert import resolve_device
@@ -113,6 +113,9 @@ class Pipeline:
             facts = step.run(self) or {}
             if not done:
                 self._finish(step, time.perf_counter() - started + prepared.get(step.name, 0.0), facts)
+        started = time.perf_counter()
+        analyze(self.engine)
+        log.info("Refreshed the database's statistics for the query planner in %.1f s.", time.perf_counter() - started)
         return report(self.engine)
 
     def _recorded_steps(self) -> set[str]:

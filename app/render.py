@@ -46,21 +46,36 @@ def _what(model: str | None, level: str) -> str:
 _SIDES = {True: ("pos", POSITIVE), False: ("neg", NEGATIVE)}  # a weight > 0: its class and label
 
 
-def _mark(text: str, weight: float | None, full_colour: float, what: str) -> str:
-    """``text`` escaped, in a highlight of strength |weight| / ``full_colour`` unless that is too faint to draw."""
+def _mark(escaped: str, weight: float | None, full_colour: float, what: str) -> str:
+    """``escaped`` text in a highlight of strength |weight| / ``full_colour``, unless that is too faint to draw."""
     strength = 0.0 if weight is None else abs(weight) / full_colour
     if strength < MIN_ALPHA:
-        return escape(text)
+        return escaped
     side, toward = _SIDES[weight > 0]
     return (
         f'<span class="hl {side}" style="--a:{min(1.0, strength):.2f}" '
-        f'title="{what} {weight:+.3f} toward {toward}">{escape(text)}</span>'
+        f'title="{what} {weight:+.3f} toward {toward}">{escaped}</span>'
     )
 
 
-def _pieces(text: str, sentences: list[dict]) -> list[tuple[str, dict | None]] | None:
+Pieces = list[tuple[str, dict | None]]
+
+
+def cut(text: str, sentences: list[dict]) -> Pieces:
+    """The text cut at its sentences' spans, each piece escaped and paired with its sentence
+    (None between sentences); where the spans do not fit the text, the sentences themselves.
+    Cut once, a text is highlighted for each model (``highlight_pieces``)."""
+    pieces = _pieces(text, sorted(sentences, key=lambda s: s.get("start") or 0))
+    if pieces is None:
+        pieces = []
+        for sentence in sentences:
+            pieces += [(sentence["text"], sentence), (" ", None)]
+    return [(piece if piece.isspace() else str(escape(piece)), sentence) for piece, sentence in pieces]
+
+
+def _pieces(text: str, sentences: list[dict]) -> Pieces | None:
     """The text cut at the sentence spans, or None if the spans do not fit the text."""
-    pieces: list[tuple[str, dict | None]] = []
+    pieces: Pieces = []
     position = 0
     for sentence in sentences:
         start, end = sentence.get("start"), sentence.get("end")
@@ -81,17 +96,17 @@ def highlight(text: str, sentences: list[dict], model: str | None, target: str |
     ``target`` is the space of the weights (``Explanation.target``); green pushes toward
     positive, orange toward negative. Without a model, the plain escaped text.
     """
-    pieces = _pieces(text, sorted(sentences, key=lambda s: s.get("start") or 0))
-    if pieces is None:  # spans that do not match the text: show the sentences themselves
-        pieces = []
-        for sentence in sentences:
-            pieces += [(sentence["text"], sentence), (" ", None)]
+    return highlight_pieces(cut(text, sentences), model, target)
+
+
+def highlight_pieces(pieces: Pieces, model: str | None, target: str | None = None) -> Markup:
+    """``highlight`` of a text already ``cut``."""
     if model is None:
-        return Markup("".join(str(escape(piece)) for piece, _ in pieces))
+        return Markup("".join(piece for piece, _ in pieces))
     full_colour, what = _full_colour(target), _what(model, "sentence")
     return Markup(
         "".join(
-            _mark(piece, sentence["weights"].get(model), full_colour, what) if sentence else escape(piece)
+            _mark(piece, sentence["weights"].get(model), full_colour, what) if sentence else piece
             for piece, sentence in pieces
         )
     )
@@ -99,7 +114,7 @@ def highlight(text: str, sentences: list[dict], model: str | None, target: str |
 
 def sentence_mark(sentence: dict, model: str, target: str | None = None) -> Markup:
     """One sentence (``text`` and ``weight``) highlighted on its own."""
-    return Markup(_mark(sentence["text"], sentence["weight"], _full_colour(target), _what(model, "sentence")))
+    return Markup(_mark(str(escape(sentence["text"])), sentence["weight"], _full_colour(target), _what(model, "sentence")))
 
 
 def word_highlight(text: str, words: list[dict], target: str | None = None) -> Markup:
@@ -115,7 +130,7 @@ def word_highlight(text: str, words: list[dict], target: str | None = None) -> M
     parts, position = [], 0
     for match in pattern.finditer(text):
         parts.append(str(escape(text[position : match.start()])))
-        parts.append(_mark(match.group(0), weights.get(match.group(0).lower()), full_colour, what))
+        parts.append(_mark(str(escape(match.group(0))), weights.get(match.group(0).lower()), full_colour, what))
         position = match.end()
     parts.append(str(escape(text[position:])))
     return Markup("".join(parts))

@@ -56,6 +56,7 @@ templates.env.globals.update(
     meta_line=cards.meta_line,
     review_card=cards.review_card,
     model_column=cards.model_column,
+    cut=render.cut,
     prediction=cards.prediction,
     weak_note=cards.weak_note,
     gold=cards.gold,

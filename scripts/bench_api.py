@@ -99,14 +99,15 @@ class Server:
         command = [*command, "--host", "127.0.0.1", "--port", str(self.port)]
         self.process = subprocess.Popen(command, cwd=root, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
 
-    def wait_ready(self, timeout: float = 300) -> dict:
+    def wait_ready(self, timeout: float = 300, models: bool = True) -> dict:
+        """The health answer once the server answers, with its models loaded unless ``models`` is False."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise SystemExit(f"The server exited ({self.process.returncode}):\n{self.log.read_text()[-3000:]}")
             try:
                 health = httpx.get(f"{self.url}/api/health", timeout=5).json()
-                if all(health.get("models", {}).values()) and health.get("models"):
+                if not models or (all(health.get("models", {}).values()) and health.get("models")):
                     return health
                 if health.get("models_problem"):
                     raise SystemExit(f"The server has no models: {health['models_problem']}")

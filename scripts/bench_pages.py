@@ -10,6 +10,12 @@ weights, 500 training and 2,000 evaluation reviews); --titles 3581 --reviews 250
 shape of the full IMDB test split (``textflix build --titles all``):
 
     python scripts/bench_pages.py [--titles 3581 --reviews 25000] [--database URL] [--requests 30]
+        [--compare-with CHECKOUT]
+
+``--compare-with`` measures real servers instead (``textflix serve``, over HTTP): this
+checkout's and another's on the same database, each request sent to both in turn so that
+both meet the same load on a shared machine, and prints the round trips side by side with
+their ratio (the other checkout may predate ``Server-Timing``).
 
 /analyze is left out: its GET is an empty form and its POST the models' work (scripts/bench_api.py).
 """
@@ -22,11 +28,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
 from fastapi.testclient import TestClient
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_api import textflix_server  # noqa: E402
 
 from app.db import (  # noqa: E402
     Explanation,
@@ -37,6 +47,7 @@ from app.db import (  # noqa: E402
     Sentence,
     SentenceWeight,
     WordWeight,
+    analyze,
     make_engine,
     migrate,
 )
@@ -193,6 +204,7 @@ def build_database(url: str, titles: int = 50, reviews: int = 1100, seed: int = 
                 )
             ],
         )
+    analyze(engine)  # as every build ends
     engine.dispose()
 
 
@@ -218,12 +230,49 @@ def median_ms(client: TestClient, path: str, requests: int) -> tuple[float, floa
     return statistics.median(server), statistics.median(wall) * 1000
 
 
+def compare_servers(url: str, checkout: Path, pages: list[tuple[str, str]], requests: int, scratch: Path) -> None:
+    """Every page from a server of this checkout and one of ``checkout``, alternating."""
+    data = scratch / "data"  # no models: the pages need none
+    data.mkdir()
+    servers = {
+        "this": textflix_server(data, url, 0, "cpu", scratch / "this.log"),
+        "other": textflix_server(data, url, 0, "cpu", scratch / "other.log", root=checkout.resolve()),
+    }
+    try:
+        for server in servers.values():
+            server.wait_ready(models=False)
+        with httpx.Client(timeout=60) as client:
+            for label, path in pages:
+                trips: dict[str, list[float]] = {name: [] for name in servers}
+                server_times = []
+                for index in range(3 + requests):  # 3 to warm up
+                    order = list(servers) if index % 2 else list(reversed(servers))
+                    for name in order:
+                        start = time.perf_counter()
+                        response = client.get(servers[name].url + path)
+                        took = (time.perf_counter() - start) * 1000
+                        assert response.status_code == 200, (name, path, response.status_code)
+                        if index >= 3:
+                            trips[name].append(took)
+                            if name == "this":
+                                server_times.append(server_ms(response))
+                this, other = statistics.median(trips["this"]), statistics.median(trips["other"])
+                print(
+                    f"median server time, {label}: {statistics.median(server_times):.1f} ms (round trip {this:.1f} ms; "
+                    f"{checkout}: round trip {other:.1f} ms, {other / this:.2f}x this)"
+                )
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database", help="SQLAlchemy URL of a built database (default: build a synthetic one)")
     parser.add_argument("--requests", type=int, default=30, help="timed requests per page")
     parser.add_argument("--titles", type=int, default=50, help="titles of the synthetic catalogue")
     parser.add_argument("--reviews", type=int, default=1100, help="reviews of the synthetic catalogue")
+    parser.add_argument("--compare-with", type=Path, help="another Textflix checkout, served beside this one")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -270,6 +319,10 @@ def main(argv: list[str] | None = None) -> None:
             ("disagreements", "/disagreements"),
             ("about", "/about"),
         ]
+        if args.compare_with:
+            app.state.engine.dispose()
+            compare_servers(url, args.compare_with, pages, args.requests, Path(scratch))
+            return
         with TestClient(app) as client:
             for label, path in pages:
                 server, wall = median_ms(client, path, args.requests)

@@ -91,6 +91,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys):
     assert count(db, "SELECT COUNT(*) FROM sentence_weights") == 2 * sentences
     assert count(db, "SELECT COUNT(*) FROM movies WHERE title IS NOT NULL") >= 1
     assert count(db, "SELECT COUNT(*) FROM reviews WHERE text LIKE '%<br%'") == 0
+    assert count(db, "SELECT COUNT(*) FROM sqlite_stat1 WHERE tbl = 'reviews'") > 0  # the planner's statistics
 
     before = snapshot(db)
     assert main(build_args(tmp_path, SHARED_ARCHIVE, "--movies", str(SHARED_MOVIES))) == 0
