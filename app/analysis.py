@@ -345,7 +345,9 @@ def load_analyzer(settings: Settings) -> Analyzer:
     try:
         device = resolve_device(settings.device)
         models = {
-            name: load_trained(name, settings.models_dir, device, settings.inference_max_tokens).predict_proba
+            name: load_trained(
+                name, settings.models_dir, device, settings.inference_max_tokens, settings.cpu_int8
+            ).predict_proba
             for name in MODELS
         }
     except ModelUnavailable as error:

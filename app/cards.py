@@ -4,9 +4,9 @@ highlighted text, in one column per model).
 
 Built in Python rather than as Jinja macros because a page draws dozens of them: a macro
 call and each dict attribute it reads cost microseconds that added up to most of the
-page's time (``scripts/bench_pages.py``). The templates call
-these functions as globals (``app.templating``); everything from the database or a user
-goes through ``markupsafe.escape``.
+page's time (``scripts/bench_pages.py``). The templates call these functions as globals
+(``app.templating``); everything from the database or a user goes through
+``markupsafe.escape``.
 """
 
 from urllib.parse import quote
@@ -20,8 +20,11 @@ from model.names import DISPLAY_NAMES, MAIN_MODEL, short_label
 
 def meta_line(movie: dict) -> Markup:
     """Year, running time and rating, those known."""
-    parts = [str(movie["year"]) if movie.get("year") else "", f"{movie['runtime_min']} min" if movie.get("runtime_min") else ""]
-    parts.append(movie.get("rated") or "")
+    parts = [
+        str(movie.get("year") or ""),
+        f"{movie['runtime_min']} min" if movie.get("runtime_min") else "",
+        movie.get("rated") or "",
+    ]
     known = " · ".join(part for part in parts if part)
     return Markup(f'<p class="meta">{escape(known)}</p>' if known else "")
 
@@ -46,12 +49,15 @@ def label_text(label: str) -> str:
     return f'<span class="label-text {short_label(label)}">{escape(label)}</span>'
 
 
+# After a prediction, by ``correct``: None (accuracy off, or no gold label) says nothing.
+_CORRECTNESS = {False: ' <strong class="wrong-mark">✗ wrong</strong>', True: ' <span class="right-mark">✓ right</span>'}
+
+
 def prediction(p: dict) -> Markup:
     """A model's prediction for one review: label, confidence, and right or wrong with accuracy on."""
-    mark = {False: ' <strong class="wrong-mark">✗ wrong</strong>', True: ' <span class="right-mark">✓ right</span>'}
     return Markup(
         f'<p class="prediction">{label_badge(p["label"])} <span class="confidence">{percent(p["confidence"])} confident</span>'
-        f'{mark.get(p.get("correct"), "")}</p>'
+        f'{_CORRECTNESS.get(p.get("correct"), "")}</p>'
     )
 
 

@@ -196,7 +196,9 @@ class RayWorker:
     """One actor of the pool: unpacks the models' files, loads each model once, then computes
     the units of each block it is given with ``app.work.Worker``."""
 
-    def __init__(self, models, names: list[str], device: str, lime: LimeConfig, word_lime: WordLimeConfig):
+    def __init__(
+        self, models, names: list[str], device: str, cpu_int8: bool, lime: LimeConfig, word_lime: WordLimeConfig
+    ):
         import ray
 
         from app.cli import quiet_transformers
@@ -211,7 +213,7 @@ class RayWorker:
                     path = Path(folder, name, relative)
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_bytes(blob)
-            loaded = {name: load_trained(name, Path(folder), torch_device) for name in names}
+            loaded = {name: load_trained(name, Path(folder), torch_device, cpu_int8=cpu_int8) for name in names}
         self.worker = Worker(loaded.__getitem__, lime, word_lime)
 
     def __call__(self, batch: dict) -> dict:
@@ -244,7 +246,8 @@ def run_ray(build: Pipeline, plan: Sequence[tuple[Task, list[int]]], per_block: 
             num_cpus=1,
             num_gpus=1 if gpus else 0,
             fn_constructor_kwargs=dict(models=[models], names=names, device="cuda" if gpus else s.device,
-                                       lime=s.group(LimeConfig), word_lime=s.group(WordLimeConfig)),  # fmt: skip
+                                       cpu_int8=s.cpu_int8, lime=s.group(LimeConfig),
+                                       word_lime=s.group(WordLimeConfig)),  # fmt: skip
         )
         bars = Bars(plan, build.progress)
         try:

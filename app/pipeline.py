@@ -212,7 +212,9 @@ class Pipeline:
         """The trained model ``name``, loaded once."""
         if name not in self._models:
             try:
-                self._models[name] = load_trained(name, self.settings.models_dir, self.device)
+                self._models[name] = load_trained(
+                    name, self.settings.models_dir, self.device, cpu_int8=self.settings.cpu_int8
+                )
             except ModelUnavailable as error:
                 raise BuildError(str(error)) from error
         return self._models[name]

@@ -47,6 +47,12 @@ class Storage(ConfigGroup):
 
 class Compute(ConfigGroup):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where BERT runs.")
+    cpu_int8: bool = Field(
+        False,
+        description="Run BERT's linear layers in int8 where it runs on the CPU (dynamic quantization, one text "
+        "per forward pass): a short review answers in 2/3 of the time, 97.6 per cent of labels as in float32, LIME "
+        "about 13 per cent slower (README, Serving speed).",
+    )
 
 
 class BuildEngine(ConfigGroup):

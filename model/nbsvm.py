@@ -131,6 +131,6 @@ class NbsvmClassifier:
             joblib.dump(self.pipeline, partial / MODEL_FILE)
 
     @classmethod
-    def load(cls, directory: Path, device=None, max_tokens=None) -> "NbsvmClassifier":
+    def load(cls, directory: Path, device=None, max_tokens=None, cpu_int8=False) -> "NbsvmClassifier":
         pipeline = joblib.load(directory / MODEL_FILE)
         return cls(pipeline, NbsvmConfig.model_validate(read_meta(directory, DISPLAY_NAMES[cls.key])))

@@ -33,8 +33,11 @@ class Classifier(Protocol):
     def save(self, directory: Path, meta: dict | None = None) -> None: ...
 
     @classmethod
-    def load(cls, directory: Path, device: torch.device, max_tokens: int | None = None) -> "Classifier":
-        """``max_tokens``: padded tokens per forward pass, for the models that batch by tokens."""
+    def load(
+        cls, directory: Path, device: torch.device, max_tokens: int | None = None, cpu_int8: bool = False
+    ) -> "Classifier":
+        """``max_tokens``: padded tokens per forward pass, for the models that batch by tokens;
+        ``cpu_int8``: int8 layers on the CPU, for the models that have them."""
 
 
 # In the order of model.names.MODELS.
@@ -53,11 +56,13 @@ def model_dir(models_dir: Path, name: str) -> Path:
     return models_dir / name
 
 
-def load_trained(name: str, models_dir: Path, device: torch.device, max_tokens: int | None = None) -> Classifier:
+def load_trained(
+    name: str, models_dir: Path, device: torch.device, max_tokens: int | None = None, cpu_int8: bool = False
+) -> Classifier:
     """The trained model ``name``, which has ``predict_proba(texts)``."""
     directory = model_dir(models_dir, name)
     try:
-        return CLASSIFIERS[name].load(directory, device, max_tokens)
+        return CLASSIFIERS[name].load(directory, device, max_tokens, cpu_int8)
     except FileNotFoundError:
         raise ModelUnavailable(
             f"No trained {DISPLAY_NAMES[name]} model in {directory}: run `textflix build` to train it.", name

@@ -8,7 +8,7 @@ Face ``pipeline("text-classification")`` on the same fine-tuned BERT
 Textflix's does; then it measures in rounds, each round every server in turn (the order
 rotating), so that the machine's noise hits them alike: one text per request, short
 catalogue reviews that fit BERT's window, the median latency of ``--requests`` requests
-at 1 client and the server's CPU time per request, and the texts per second of 16 clients
+at 1 client (and of as many of one short review) and the server's CPU time per request, and the texts per second of 16 clients
 over ``--seconds`` and per CPU second of the server (CPU time says what a request costs,
 wall time how much of a shared machine a server got). Prints one line per figure, the
 median over ``--rounds`` rounds, with ratios to the baseline and to batching off, and the
@@ -22,7 +22,8 @@ the same text served) and BERT's batching ceiling (one text per call against 16)
 ``--compare-with`` adds a fourth server, Textflix with batching on from another checkout
 (an earlier commit: ``git worktree add /tmp/textflix-before <commit>``), measured in the
 same rounds: before and after side by side; ``--threads-variant 1`` adds a batched Textflix
-with TEXTFLIX_INFERENCE_THREADS=1. Textflix answers with both models (NB-SVM and BERT),
+with TEXTFLIX_INFERENCE_THREADS=1, ``--int8-variant`` one with BERT's linear layers in int8
+(TEXTFLIX_CPU_INT8=1). Textflix answers with both models (NB-SVM and BERT),
 the baseline with BERT alone.
 """
 
@@ -44,6 +45,9 @@ from bench_api import catalogue_texts, database_copy, load, run, Server, textfli
 CLIENTS = 16
 BASELINE = "baseline pipeline"
 BATCHED, UNBATCHED = "Textflix, batching on", "Textflix, batching off"
+INT8 = "Textflix, batching on, BERT in int8"
+# The issue's "one short review" (92 characters, 23 tokens), timed apart from the catalogue texts.
+SHORT = {"texts": ["A wonderful, moving film. The acting was superb and the ending made me cry all the way home."]}
 
 
 def fitting_texts(texts: list[str], model_dir: Path, window: int = 256) -> list[str]:
@@ -90,6 +94,9 @@ def one_round(servers: dict[str, Server], bodies: list[dict], args, shift: int) 
             errors += failed
             if clients == 1:
                 figures[name] |= {"latency": statistics.median(latencies) * 1000, "cpu": cpu * 1000 / len(latencies)}
+                short, _, failed = run(load(servers[name].url, "/api/predict", [SHORT], 1, args.requests, args.seconds, {}))
+                errors += failed
+                figures[name]["short"] = statistics.median(short) * 1000
             else:
                 figures[name] |= {"rate": len(latencies) / wall, "per_cpu": len(latencies) / cpu}
     if errors:
@@ -100,6 +107,7 @@ def one_round(servers: dict[str, Server], bodies: list[dict], args, shift: int) 
 # What one_round measures, and how report names it. CPU time counts all of a server's threads: on
 # a shared machine it says what a request costs, where wall time says how much of the cores it got.
 FIGURES = {
+    "short": ("POST /api/predict, 1 short review, 1 client: median latency", "ms"),
     "latency": ("POST /api/predict, 1 text, 1 client: median latency", "ms"),
     "cpu": ("POST /api/predict, 1 text, 1 client: server CPU time per request", "ms"),
     "rate": (f"POST /api/predict, 1 text, {CLIENTS} clients: throughput", "texts/s"),
@@ -221,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="Seconds per server and round at 16 clients.")
     parser.add_argument("--compare-with", type=Path, help="Another Textflix checkout to measure beside this one.")
     parser.add_argument("--threads-variant", type=int, help="Add a batched Textflix with this many torch threads.")
+    parser.add_argument("--int8-variant", action="store_true", help="Add a batched Textflix with BERT in int8.")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     db, bert = args.data_dir / "textflix.db", args.data_dir / "models" / "bert"
@@ -239,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
             threads = {"TEXTFLIX_INFERENCE_THREADS": str(args.threads_variant)}
             servers[f"Textflix, batching on, {args.threads_variant} torch threads"] = textflix_server(
                 args.data_dir, url, args.window_ms, "cpu", logs / "threads.log", env=threads
+            )
+        if args.int8_variant:
+            servers[INT8] = textflix_server(
+                args.data_dir, url, args.window_ms, "cpu", logs / "int8.log", env={"TEXTFLIX_CPU_INT8": "1"}
             )
         if args.compare_with:
             before = f"Textflix at {args.compare_with}, batching on"

@@ -8,9 +8,16 @@ mean comprehensiveness at k = 20 % against random sentences, and the distinct te
 scored per review. Every text is scored once per model and review across all settings.
 
     python scripts/lime_samples.py [--data-dir data] [--reviews 24] [--samples 16 32 64 128 256 512 1000]
-        [--targets log_odds probability] [--kernel-widths 25 100 256]
+        [--targets log_odds probability] [--kernel-widths 25 100 256] [--reference 5000] [--plain-lime 3]
 
 The build's default sample count is the smallest whose mean stability is at least 0.9.
+``--reference N`` adds a column: the mean Spearman correlation of each setting's weights
+with those of one LIME run of N samples (another seed, the same target and width) of the
+same review, the fidelity of a sample count. ``--plain-lime K`` times, on the first K
+reviews, the plain use of ``lime``: 5,000 samples and a classifier function that scores
+one text at a time, against the build's explanation (two runs and the faithfulness
+checks, every distinct text scored once, in batches); the ratio says how much faster the
+build explains.
 """
 
 import argparse
@@ -21,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from lime.lime_text import LimeTextExplainer
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
@@ -30,7 +38,7 @@ from app.db import Review, make_engine, session_scope  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from model.bert import resolve_device  # noqa: E402
 from model.config import LimeConfig  # noqa: E402
-from model.explain import Memoized, explain_sentences  # noqa: E402
+from model.explain import Memoized, explain_sentences, lime_sentences, rank_agreement  # noqa: E402
 from model.quality import is_empty  # noqa: E402
 from model.names import CATALOGUE, DISPLAY_NAMES, MODELS  # noqa: E402
 from model.trained import load_trained  # noqa: E402
@@ -39,6 +47,10 @@ COLUMNS = (
     "model", "target", "width", "samples", "R²", "stability", "empty", "norm. comp.", "norm. suff.",
     "comp. top 20 %", "random", "texts/review",
 )  # fmt: skip
+
+
+REFERENCE_SEED = 1000  # the reference run's seed, past the build's own two
+PLAIN_SAMPLES = 5000  # lime's default
 
 
 def mean(values) -> float:
@@ -55,6 +67,8 @@ def main() -> None:
     parser.add_argument("--targets", nargs="+", default=["log_odds"], choices=["log_odds", "probability"])
     parser.add_argument("--kernel-widths", type=float, nargs="+", default=[LimeConfig().lime_kernel_width])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--reference", type=int, help="Samples of the reference run each setting is compared with.")
+    parser.add_argument("--plain-lime", type=int, default=0, help="Reviews on which to time plain lime.")
     args = parser.parse_args()
     settings = Settings(data_dir=args.data_dir)
     with session_scope(make_engine(settings.database)) as session:
@@ -68,8 +82,9 @@ def main() -> None:
         f"{len(reviews)} catalogue reviews (seed {args.seed}), {statistics.median(sentences):.0f} sentences "
         f"each (median, {min(sentences)}–{max(sentences)}); LIME seed {settings.seed}."
     )
-    print("| " + " | ".join(COLUMNS) + " |")
-    print("|" + "---|" * len(COLUMNS))
+    columns = COLUMNS + ((f"vs {args.reference:,} samples",) if args.reference else ())
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
     device = resolve_device(settings.device)
     for name in args.models:
         model = load_trained(name, settings.models_dir, device)
@@ -82,11 +97,50 @@ def main() -> None:
                         seed=settings.seed, lime_samples=samples, lime_target=target, lime_kernel_width=width,
                         faithfulness_draws=settings.faithfulness_draws,
                     )  # fmt: skip
-                    print(row(name, config, reviews, memos), flush=True)
+                    reference = None
+                    if args.reference:
+                        reference = [
+                            lime_sentences(
+                                review.text, review.sentences, memos[review.id].as_target(target), args.reference,
+                                settings.seed + REFERENCE_SEED, width,
+                            ).weights
+                            for review in reviews
+                        ]  # fmt: skip
+                    print(row(name, config, reviews, memos, reference), flush=True)
         print(f"{DISPLAY_NAMES[name]}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        if args.plain_lime:
+            print(plain_lime_speed(name, model, reviews[: args.plain_lime], settings), flush=True)
 
 
-def row(name: str, config: LimeConfig, reviews: list[Review], memos: dict[int, Memoized]) -> str:
+def plain_lime_speed(name: str, model, reviews: list[Review], settings: Settings) -> str:
+    """Seconds per review of plain lime (5,000 samples, one text per model call) against the
+    build's sentence explanation of the same reviews, from nothing scored."""
+    config = LimeConfig(seed=settings.seed, faithfulness_draws=settings.faithfulness_draws)
+
+    def one_at_a_time(texts: list[str]) -> np.ndarray:
+        return np.vstack([model.predict_proba([text]) for text in texts])
+
+    plain, ours = 0.0, 0.0
+    for review in reviews:
+        started = time.perf_counter()
+        LimeTextExplainer(
+            class_names=["negative", "positive"], split_expression=lambda _, r=review: [s.text for s in r.sentences],
+            bow=False, mask_string="", random_state=settings.seed,
+        ).explain_instance(review.text, one_at_a_time, num_features=len(review.sentences), num_samples=PLAIN_SAMPLES)
+        plain += time.perf_counter() - started
+        started = time.perf_counter()
+        explain_sentences(review.text, review.sentences, model.predict_proba, config)
+        ours += time.perf_counter() - started
+    return (
+        f"{DISPLAY_NAMES[name]}, {len(reviews)} reviews: plain lime ({PLAIN_SAMPLES:,} samples, one text per call) "
+        f"{plain / len(reviews):.1f} s a review; the build's explanation ({config.lime_samples} samples, two runs and "
+        f"the faithfulness checks) {ours / len(reviews):.2f} s: {plain / ours:.1f}x faster"
+    )
+
+
+def row(
+    name: str, config: LimeConfig, reviews: list[Review], memos: dict[int, Memoized], reference: list | None
+) -> str:
     results, texts = [], []
     for review in reviews:
         memo = memos[review.id]
@@ -108,6 +162,8 @@ def row(name: str, config: LimeConfig, reviews: list[Review], memos: dict[int, M
         f"{mean(x.comprehensiveness_top for x in q):.3f}", f"{mean(x.random_comprehensiveness_top for x in q):.3f}",
         f"{statistics.median(texts):.0f}",
     )  # fmt: skip
+    if reference is not None:
+        cells += (f"{mean(rank_agreement(r.weights, ref) for r, ref in zip(results, reference, strict=True)):.3f}",)
     return "| " + " | ".join(map(str, cells)) + " |"
 
 

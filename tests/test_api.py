@@ -185,6 +185,22 @@ def check_quality(explanation: dict, sentences: int) -> None:
         assert low <= quality.get(name, low) <= 1.0, (name, quality[name])
 
 
+def test_a_server_with_int8_bert_answers_as_the_float32_one(client, api_data_dir):
+    """TEXTFLIX_CPU_INT8: the same API, BERT's linear layers in int8 (model.bert.int8_linears)."""
+    texts = ["A wonderful, moving film with brilliant acting.", "Dull, slow and far too long. I hated it."]
+    exact = client.post("/api/predict", json={"texts": texts}).json()["results"]
+    with TestClient(create_app(api_settings(api_data_dir, cpu_int8=True))) as int8_client:
+        health = int8_client.get("/api/health").json()
+        response = int8_client.post("/api/predict", json={"texts": texts, "explain": True})
+    assert all(health["models"].values())
+    assert response.status_code == 200, response.text
+    for ours, theirs in zip(response.json()["results"], exact, strict=True):
+        assert ours["predictions"]["nbsvm"] == theirs["predictions"]["nbsvm"]
+        p_int8, p_exact = ours["predictions"]["bert"]["p_positive"], theirs["predictions"]["bert"]["p_positive"]
+        assert p_int8 == pytest.approx(p_exact, abs=0.1) and p_int8 != p_exact
+        assert set(ours["explanations"]) == {"nbsvm", "bert"}
+
+
 def test_predict_stores_nothing(client, api_data_dir):
     before = query(db_path(api_data_dir), "SELECT COUNT(*) FROM reviews")
     assert client.post("/api/predict", json={"texts": ["Stored? No."], "explain": True}).status_code == 200

@@ -81,6 +81,22 @@ def test_bert_save_and_load_give_the_same_predictions(tmp_path):
         BertClassifier.load(tmp_path / "missing", resolve_device("cpu"))
 
 
+def test_int8_bert_on_the_cpu_reads_reviews_as_float32_does(tmp_path, real_reviews):
+    texts, labels = sample(real_reviews, "train", 32, seed=2)
+    config = BertConfig(base_model=MINILM, epochs=3, batch_size=16, max_length=96, learning_rate=2e-4)
+    BertClassifier.train(texts, labels, config, resolve_device("cpu"), progress=False).save(tmp_path / "bert")
+    exact = BertClassifier.load(tmp_path / "bert", resolve_device("cpu"))
+    int8 = BertClassifier.load(tmp_path / "bert", resolve_device("cpu"), cpu_int8=True)
+    assert not any(isinstance(layer, torch.nn.Linear) for layer in int8.model.modules())
+    assert sum(isinstance(layer, torch.nn.Linear) for layer in exact.model.modules()) >= 36  # 6 per layer, 6 layers
+    probe = [POSITIVE, NEGATIVE] + sample(real_reviews, "train", 10, seed=5)[0]
+    scores_exact, scores_int8 = exact.logits(probe), int8.logits(probe)
+    margin_exact, margin_int8 = np.diff(scores_exact, axis=1)[:, 0], np.diff(scores_int8, axis=1)[:, 0]
+    assert np.corrcoef(margin_exact, margin_int8)[0, 1] > 0.95, (margin_exact, margin_int8)
+    p_exact, p_int8 = exact.predict_proba(probe)[:, 1], int8.predict_proba(probe)[:, 1]
+    assert np.abs(p_int8 - p_exact).max() < 0.1, (p_exact, p_int8)
+
+
 def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch():
     config = BertConfig(
         base_model=MINILM, epochs=1, batch_size=2, max_length=32, gradual_unfreezing=True,
