@@ -31,6 +31,7 @@ import numpy as np
 from lime.lime_text import LimeTextExplainer
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
+from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -104,7 +105,7 @@ def main() -> None:
                                 review.text, review.sentences, memos[review.id].as_target(target), args.reference,
                                 settings.seed + REFERENCE_SEED, width,
                             ).weights
-                            for review in reviews
+                            for review in tqdm(reviews, desc=f"{DISPLAY_NAMES[name]}, reference runs", leave=False)
                         ]  # fmt: skip
                     print(row(name, config, reviews, memos, reference), flush=True)
         print(f"{DISPLAY_NAMES[name]}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
@@ -142,7 +143,7 @@ def row(
     name: str, config: LimeConfig, reviews: list[Review], memos: dict[int, Memoized], reference: list | None
 ) -> str:
     results, texts = [], []
-    for review in reviews:
+    for review in tqdm(reviews, desc=f"{DISPLAY_NAMES[name]}, {config.lime_samples} samples", leave=False):
         memo = memos[review.id]
         asked: set[str] = set()
 
