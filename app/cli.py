@@ -120,13 +120,14 @@ def explained(error: Exception) -> bool:
 
 
 def build(settings: Settings) -> int:
-    from app.pipeline import Pipeline, concrete_recipe
+    from app.pipeline import Pipeline, build_lock, concrete_recipe
     from app.steps import build_steps
     from model.bert import resolve_device
 
     quiet_transformers()
-    settings = concrete_recipe(settings, resolve_device(settings.device))
-    record = Pipeline(settings, build_steps(settings.recipe)).run()
+    with build_lock(settings):  # before the recipe reads the database: a refused build touches nothing
+        settings = concrete_recipe(settings, resolve_device(settings.device))
+        record = Pipeline(settings, build_steps(settings.recipe)).run_locked()
     print(summary(record, settings))
     return 0
 

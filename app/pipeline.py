@@ -92,9 +92,10 @@ class Pipeline:
     def run(self) -> dict:
         """Run every unfinished step, holding the build lock; returns the run record."""
         with build_lock(self.settings):
-            return self._run_steps()
+            return self.run_locked()
 
-    def _run_steps(self) -> dict:
+    def run_locked(self) -> dict:
+        """``run`` for a caller that holds ``build_lock`` already."""
         recorded = self._recorded_steps()
         prepared = {}
         for step in self.steps:  # before the database is created: bad input leaves it as it was
