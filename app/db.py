@@ -59,10 +59,6 @@ class Movie(Base):
 
     reviews: Mapped[list["Review"]] = relationship(back_populates="movie")
 
-    @property
-    def display_title(self) -> str:
-        return self.title or self.title_id
-
 
 class Review(Base):
     __tablename__ = "reviews"

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from app.db import Explanation, Movie, Review
-from app.queries import WITH_IDS, explanation_record, review_rows, sentences_by_review, words_by_review
+from app.queries import explanation_record, review_rows, sentences_by_review, words_by_review
 from model.names import CATALOGUE, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL
 from model.quality import QUALITY_FIELDS
 
@@ -61,14 +61,14 @@ def export_rows(engine: Engine, chunk_size: int = CHUNK_SIZE) -> Iterator[dict]:
 
 def chunk_rows(session: Session, ids: list[int]) -> list[dict]:
     """The export rows of the reviews ``ids``: five queries, whatever their number."""
-    reviews = review_rows(session, WITH_IDS, {"ids": ids}, text=True)
+    reviews = review_rows(session, "reviews", {"ids": ids}, text=True)
     titles = dict(
         session.execute(
             select(Movie.title_id, Movie.title).where(Movie.title_id.in_({r["title_id"] for r in reviews}))
         ).all()
     )
-    sentences = sentences_by_review(session, WITH_IDS, {"ids": ids})
-    words = words_by_review(session, WITH_IDS, {"ids": ids})
+    sentences = sentences_by_review(session, "reviews", {"ids": ids})
+    words = words_by_review(session, "reviews", {"ids": ids})
     explanations: dict[int, dict] = defaultdict(dict)
     word_fits: dict[int, dict] = {}
     for e in session.scalars(select(Explanation).where(Explanation.review_id.in_(ids))):

@@ -204,8 +204,8 @@ def test_a_page_s_reviews_are_read_by_id_not_through_the_whole_catalogue(synthet
     engine = make_engine(synthetic_catalogues[1])
     page = {"ids": list(range(1, 21))}
     with counting_statements(engine) as statements, Session(engine) as session:
-        queries.review_rows(session, queries.WITH_IDS, page, text=True, trust=True)
-        queries.sentences_by_review(session, queries.WITH_IDS, page)
+        queries.review_rows(session, "reviews", page, text=True, trust=True)
+        queries.sentences_by_review(session, "reviews", page)
     with engine.connect() as connection:
         for sql, parameters in statements:
             plan = " | ".join(row[3] for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", parameters))
