@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup, escape
 
-from app.render import Pieces, cut, highlight_pieces, model_bars, number, percent
+from app.render import Pieces, cut, highlight, model_bars, number, percent
 from app.view import View
 from model.names import DISPLAY_NAMES, MAIN_MODEL, short_label
 
@@ -76,7 +76,7 @@ def highlighted_text(item: dict, model: str, pieces: Pieces) -> Markup:
     """The review's text (``cut``) with ``model``'s sentence highlights, hatched when its explanation is weak."""
     trust = item["trust"].get(model, {})
     weak = " weak" if trust.get("weak") else ""
-    return Markup(f'<div class="text{weak}">{highlight_pieces(pieces, model, trust.get("target"))}</div>')
+    return Markup(f'<div class="text{weak}">{highlight(pieces, model, trust.get("target"))}</div>')
 
 
 def model_column(model: str, item: dict, pieces: Pieces, heading: str = "h4", extra: str = "") -> Markup:

@@ -64,7 +64,7 @@ Pieces = list[tuple[str, dict | None]]
 def cut(text: str, sentences: list[dict]) -> Pieces:
     """The text cut at its sentences' spans, each piece escaped and paired with its sentence
     (None between sentences); where the spans do not fit the text, the sentences themselves.
-    Cut once, a text is highlighted for each model (``highlight_pieces``)."""
+    Cut once, a text is highlighted for each model (``highlight``)."""
     pieces = _pieces(text, sorted(sentences, key=lambda s: s.get("start") or 0))
     if pieces is None:
         pieces = []
@@ -90,17 +90,13 @@ def _pieces(text: str, sentences: list[dict]) -> Pieces | None:
     return pieces
 
 
-def highlight(text: str, sentences: list[dict], model: str | None, target: str | None = None) -> Markup:
-    """The review text with each sentence's background coloured by ``model``'s LIME weight.
+def highlight(pieces: Pieces, model: str | None, target: str | None = None) -> Markup:
+    """A review text, ``cut`` into its sentences, with each sentence's background coloured by
+    ``model``'s LIME weight.
 
     ``target`` is the space of the weights (``Explanation.target``); green pushes toward
     positive, orange toward negative. Without a model, the plain escaped text.
     """
-    return highlight_pieces(cut(text, sentences), model, target)
-
-
-def highlight_pieces(pieces: Pieces, model: str | None, target: str | None = None) -> Markup:
-    """``highlight`` of a text already ``cut``."""
     if model is None:
         return Markup("".join(piece for piece, _ in pieces))
     full_colour, what = _full_colour(target), _what(model, "sentence")

@@ -14,7 +14,7 @@ from markupsafe import escape
 from sqlalchemy import create_engine, text
 
 from app.main import create_app
-from app.render import highlight, word_highlight
+from app.render import cut, highlight, word_highlight
 from app.settings import Settings
 from app.templating import templates
 from model.names import DISPLAY_NAMES, MODELS
@@ -745,19 +745,19 @@ def test_highlight_follows_spans_and_escapes():
         {"start": 0, "end": 16, "text": text[0:16], "weights": {"bert": 0.5}},
         {"start": 18, "end": 28, "text": text[18:28], "weights": {"bert": -0.25}},
     ]
-    html = str(highlight(text, sentences, "bert", "log_odds"))
+    html = str(highlight(cut(text, sentences), "bert", "log_odds"))
     assert html == (
         '<span class="hl pos" style="--a:0.50" title="BERT sentence weight +0.500 toward positive">'
         "Good &lt;b&gt;one&lt;/b&gt;.</span>\n\n"
         '<span class="hl neg" style="--a:0.25" title="BERT sentence weight -0.250 toward negative">Bad &amp; sad.</span>'
     )
     # full colour at FULL_COLOUR_WEIGHT of the weights' space; log-odds when it is unknown
-    assert 'style="--a:1.00"' in str(highlight(text, sentences, "bert", "probability"))
-    assert str(highlight(text, sentences, "bert")) == html
+    assert 'style="--a:1.00"' in str(highlight(cut(text, sentences), "bert", "probability"))
+    assert str(highlight(cut(text, sentences), "bert")) == html
     # spans that do not fit the text: the sentences are shown as they are
     broken = [{**sentences[0], "start": 40, "end": 50}]
-    assert "Good &lt;b&gt;" in str(highlight(text, broken, "bert"))
-    assert str(highlight(text, sentences, None)) == "Good &lt;b&gt;one&lt;/b&gt;.\n\nBad &amp; sad."
+    assert "Good &lt;b&gt;" in str(highlight(cut(text, broken), "bert"))
+    assert str(highlight(cut(text, sentences), None)) == "Good &lt;b&gt;one&lt;/b&gt;.\n\nBad &amp; sad."
 
 
 def test_word_highlight_is_whole_word_and_case_insensitive():
