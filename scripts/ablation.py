@@ -30,6 +30,7 @@ VARIANTS: dict[str, dict] = {
     "plain-minilm-mean": {"recipe": PLAIN, "base_model": MINILM, "pooling": "mean"},
     "plain-mpnet": {"recipe": PLAIN, "base_model": MPNET, "epochs": 3, "learning_rate": 5e-5},
     "distill-minilm": {"recipe": DISTILL, "base_model": MINILM},
+    "self-distill-minilm": {"recipe": DISTILL, "base_model": MINILM, "teacher_model": MINILM},
     "distill-mpnet": {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5},
 }
 SKIPPED_STEPS = {"explain", "curve"}
