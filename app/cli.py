@@ -120,14 +120,11 @@ def explained(error: Exception) -> bool:
 
 
 def build(settings: Settings) -> int:
-    from app.pipeline import Pipeline, build_lock, concrete_recipe
+    from app.pipeline import Pipeline
     from app.steps import build_steps
-    from model.bert import resolve_device
 
     quiet_transformers()
-    with build_lock(settings):  # before the recipe reads the database: a refused build touches nothing
-        settings = concrete_recipe(settings, resolve_device(settings.device))
-        record = Pipeline(settings, build_steps(settings.recipe)).run_locked()
+    record = Pipeline(settings, build_steps).run()
     print(summary(record, settings))
     return 0
 

@@ -19,7 +19,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from functools import cached_property
@@ -28,7 +28,6 @@ from pathlib import Path
 import torch
 from sqlalchemy import select, text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import SQLAlchemyError
 
 from app.db import Review, Run, analyze, display_url, latest_run, make_engine, migrate, session_scope, sqlite_path
 from app.settings import Settings
@@ -49,6 +48,7 @@ BUILD_LOCK_KEY = int.from_bytes(hashlib.sha256(b"textflix build").digest()[:8], 
 # What --recipe auto builds on CUDA, for each of these settings not given: the strong recipe,
 # serving a model of the teacher's size at the teacher's learning rate (issue: accuracy).
 CUDA_RECIPE = {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5}
+StepsOfRecipe = Callable[[str], Sequence["Step"]]
 
 
 class BuildError(Exception):
@@ -75,11 +75,15 @@ class Step:
 
 
 class Pipeline:
-    """Runs ``steps`` against the database of ``settings``; the steps share what it holds."""
+    """Runs a build's steps against the database of ``settings``; the steps share what it holds.
 
-    def __init__(self, settings: Settings, steps: Sequence[Step], progress: bool = True):
+    ``steps`` is the list, or a function of the recipe that makes it (``app.steps.build_steps``):
+    with --recipe auto the recipe is known only once ``run`` has read the database's run record."""
+
+    def __init__(self, settings: Settings, steps: Sequence[Step] | StepsOfRecipe, progress: bool = True):
         self.settings = settings
-        self.steps = list(steps)
+        self._steps_of_recipe = steps if callable(steps) else None
+        self.steps = [] if callable(steps) else list(steps)
         self.progress = progress
         self.engine: Engine | None = None
         self.run_id: int | None = None
@@ -91,11 +95,17 @@ class Pipeline:
 
     def run(self) -> dict:
         """Run every unfinished step, holding the build lock; returns the run record."""
-        with build_lock(self.settings):
-            return self.run_locked()
+        with build_lock(self.settings):  # before anything reads the database: a refused build touches nothing
+            self._choose_recipe()
+            return self._run_steps()
 
-    def run_locked(self) -> dict:
-        """``run`` for a caller that holds ``build_lock`` already."""
+    def _choose_recipe(self) -> None:
+        """Make --recipe auto concrete (``concrete_recipe``) and, given a function of the recipe, make the steps."""
+        self.settings = concrete_recipe(self.settings, self._stored_config(), self.device)
+        if self._steps_of_recipe is not None:
+            self.steps = list(self._steps_of_recipe(self.settings.recipe))
+
+    def _run_steps(self) -> dict:
         recorded = self._recorded_steps()
         prepared = {}
         for step in self.steps:  # before the database is created: bad input leaves it as it was
@@ -119,19 +129,36 @@ class Pipeline:
         log.info("Refreshed the database's statistics for the query planner in %.1f s.", time.perf_counter() - started)
         return report(self.engine)
 
-    def _recorded_steps(self) -> set[str]:
+    def _database_exists(self) -> bool:
         path = sqlite_path(self.settings.database)
-        if path is not None and not path.exists():
+        return path is None or path.exists()
+
+    def _stored_config(self) -> dict | None:
+        """The build config of the database's run record; None when it has none yet."""
+        if not self._database_exists():
+            return None
+        self._connect()
+        with session_scope(self.engine) as session:
+            run = latest_run(session)
+            return dict(run.config) if run is not None else None
+
+    def _recorded_steps(self) -> set[str]:
+        if not self._database_exists():
             return set()
         self._open()
         return set(self.run_record().steps)
 
+    def _connect(self) -> None:
+        """Connect, and create or upgrade the schema."""
+        if self.engine is None:
+            self.engine = make_engine(self.settings.database)
+            migrate(self.engine)
+
     def _open(self) -> None:
-        """Create or upgrade the schema, and find this build's run record (or start one)."""
-        if self.engine is not None:
+        """Find this build's run record, or start one."""
+        if self.run_id is not None:
             return
-        self.engine = make_engine(self.settings.database)
-        migrate(self.engine)
+        self._connect()
         config = self.settings.build_config()
         with session_scope(self.engine) as session:
             run = latest_run(session)
@@ -221,15 +248,14 @@ class Pipeline:
         return self._models[name]
 
 
-def concrete_recipe(settings: Settings, device: torch.device) -> Settings:
+def concrete_recipe(settings: Settings, stored: dict | None, device: torch.device) -> Settings:
     """``settings`` with --recipe auto made concrete before a build stores them: the recipe (and
-    CUDA_RECIPE's other settings) of the database's own build when there is one, otherwise
-    CUDA_RECIPE on a CUDA ``device`` and plain elsewhere. So a database built on a GPU is
-    carried on, or refused, as it was built, never rebuilt plain on a CPU without a word."""
+    CUDA_RECIPE's other settings) of the database's own build config ``stored`` when there is
+    one, otherwise CUDA_RECIPE on a CUDA ``device`` and plain elsewhere. So a database built on
+    a GPU is carried on, or refused, as it was built, never rebuilt plain on a CPU without a word."""
     if settings.recipe != AUTO:
         return settings
     given = settings.model_fields_set - {"recipe"}
-    stored = stored_build_config(settings.database)
     if stored is not None:
         # a record from before recipes existed keeps "auto", which every step builds as plain
         chosen = {name: stored[name] for name in CUDA_RECIPE if name in stored and name not in given}
@@ -240,22 +266,6 @@ def concrete_recipe(settings: Settings, device: torch.device) -> Settings:
     recipe = chosen.get("recipe", PLAIN)
     log.info("Recipe auto: %s (%s).", recipe, "the database's own" if stored is not None else f"on {device.type}")
     return settings.model_copy(update=chosen)
-
-
-def stored_build_config(url: str) -> dict | None:
-    """The build config of the database's latest run record; None when there is none yet."""
-    path = sqlite_path(url)
-    if path is not None and not path.exists():
-        return None
-    engine = make_engine(url)
-    try:
-        with session_scope(engine) as session:
-            run = latest_run(session)
-            return dict(run.config) if run is not None else None
-    except SQLAlchemyError:  # no schema yet
-        return None
-    finally:
-        engine.dispose()
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from app.db import Run, make_engine, migrate, session_scope
-from app.pipeline import concrete_recipe
+from app.pipeline import Pipeline, concrete_recipe
 from app.settings import Settings
 from model.config import DISTILL, MINILM, MPNET, PLAIN
 from model.data import RawReview, read_unlabeled, sample_unlabeled
@@ -117,18 +117,40 @@ def test_recipe_auto_is_made_concrete_before_a_build_stores_it(tmp_path):
     it is chosen from the device, which is only compared here."""
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     fresh = Settings(data_dir=tmp_path / "fresh")
-    assert concrete_recipe(fresh, cpu).recipe == PLAIN
-    on_gpu = concrete_recipe(fresh, cuda)
+    assert concrete_recipe(fresh, None, cpu).recipe == PLAIN
+    on_gpu = concrete_recipe(fresh, None, cuda)
     assert (on_gpu.recipe, on_gpu.base_model, on_gpu.learning_rate) == (DISTILL, MPNET, 5e-5)
-    given = concrete_recipe(Settings(data_dir=tmp_path / "fresh", base_model=MINILM), cuda)
+    given = concrete_recipe(Settings(data_dir=tmp_path / "fresh", base_model=MINILM), None, cuda)
     assert (given.recipe, given.base_model) == (DISTILL, MINILM)
-    assert concrete_recipe(Settings(data_dir=tmp_path / "fresh", recipe=PLAIN), cuda).recipe == PLAIN
+    assert concrete_recipe(Settings(data_dir=tmp_path / "fresh", recipe=PLAIN), None, cuda).recipe == PLAIN
+    carried_on = concrete_recipe(fresh, on_gpu.build_config(), cpu)
+    assert (carried_on.recipe, carried_on.base_model, carried_on.learning_rate) == (DISTILL, MPNET, 5e-5)
+
+
+def test_a_build_stores_and_builds_the_concrete_recipe(tmp_path):
+    """Any Pipeline, not only the CLI's, reads the run record for --recipe auto and builds the
+    steps of the recipe it stores."""
+    asked = []
+
+    def steps_of(recipe: str) -> list:
+        asked.append(recipe)
+        return []
+
+    Pipeline(Settings(data_dir=tmp_path / "cpu"), steps_of, progress=False).run()
+    assert asked == [PLAIN] and stored_recipe(tmp_path / "cpu" / "textflix.db") == PLAIN
 
     built_on_gpu = Settings(data_dir=tmp_path / "gpu")
     engine = make_engine(built_on_gpu.database)
     migrate(engine)
     with session_scope(engine) as session:
-        session.add(Run(config=on_gpu.build_config(), steps={}, counts={}, metrics={}))
+        config = concrete_recipe(built_on_gpu, None, torch.device("cuda")).build_config()
+        session.add(Run(config=config, steps={}, counts={}, metrics={}))
     engine.dispose()
-    carried_on = concrete_recipe(built_on_gpu, cpu)
-    assert (carried_on.recipe, carried_on.base_model, carried_on.learning_rate) == (DISTILL, MPNET, 5e-5)
+    carried_on = Pipeline(built_on_gpu, steps_of, progress=False)
+    carried_on.run()
+    assert asked[-1] == DISTILL and carried_on.settings.base_model == MPNET
+    assert stored_recipe(tmp_path / "gpu" / "textflix.db") == DISTILL
+
+
+def stored_recipe(db) -> str:
+    return json.loads(rows(db, "SELECT config FROM runs")[0][0])["recipe"]
