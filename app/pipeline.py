@@ -96,24 +96,36 @@ class Pipeline:
     def run(self) -> dict:
         """Run every unfinished step, holding the build lock; returns the run record."""
         with build_lock(self.settings):  # before anything reads the database: a refused build touches nothing
-            self._choose_recipe()
-            return self._run_steps()
+            stored = self._stored_run()
+            self._choose_recipe(stored)
+            if stored is not None:
+                self._take_up(stored)  # refuses other settings before any step reads its input
+            return self._run_steps(set(stored.steps) if stored is not None else set())
 
-    def _choose_recipe(self) -> None:
+    def _stored_run(self) -> Run | None:
+        """The database's run record; None for a database that has none yet, or no database."""
+        path = sqlite_path(self.settings.database)
+        if path is not None and not path.exists():
+            return None
+        self._connect()
+        with session_scope(self.engine) as session:
+            return latest_run(session)
+
+    def _choose_recipe(self, stored: Run | None) -> None:
         """Make --recipe auto concrete (``concrete_recipe``) and, given a function of the recipe, make the steps."""
-        self.settings = concrete_recipe(self.settings, self._stored_config(), self.device)
+        self.settings = concrete_recipe(self.settings, stored.config if stored is not None else None, self.device)
         if self._steps_of_recipe is not None:
             self.steps = list(self._steps_of_recipe(self.settings.recipe))
 
-    def _run_steps(self) -> dict:
-        recorded = self._recorded_steps()
+    def _run_steps(self, recorded: set[str]) -> dict:
         prepared = {}
         for step in self.steps:  # before the database is created: bad input leaves it as it was
             if step.name not in recorded:
                 started = time.perf_counter()
                 step.prepare(self)
                 prepared[step.name] = time.perf_counter() - started
-        self._open()
+        if self.run_id is None:
+            self._start_run()
         for step in self.steps:
             done = step.name in recorded
             if done and step.up_to_date(self):
@@ -129,48 +141,29 @@ class Pipeline:
         log.info("Refreshed the database's statistics for the query planner in %.1f s.", time.perf_counter() - started)
         return report(self.engine)
 
-    def _database_exists(self) -> bool:
-        path = sqlite_path(self.settings.database)
-        return path is None or path.exists()
-
-    def _stored_config(self) -> dict | None:
-        """The build config of the database's run record; None when it has none yet."""
-        if not self._database_exists():
-            return None
-        self._connect()
-        with session_scope(self.engine) as session:
-            run = latest_run(session)
-            return dict(run.config) if run is not None else None
-
-    def _recorded_steps(self) -> set[str]:
-        if not self._database_exists():
-            return set()
-        self._open()
-        return set(self.run_record().steps)
-
     def _connect(self) -> None:
         """Connect, and create or upgrade the schema."""
         if self.engine is None:
             self.engine = make_engine(self.settings.database)
             migrate(self.engine)
 
-    def _open(self) -> None:
-        """Find this build's run record, or start one."""
-        if self.run_id is not None:
-            return
+    def _take_up(self, stored: Run) -> None:
+        """Carry on the database's run record, unless this build's settings differ from it."""
+        if changed := changed_settings(stored.config, self.settings.build_config(), type(self.settings)):
+            raise BuildError(
+                f"The database {display_url(self.settings.database)} was built with other settings "
+                f"({', '.join(changed)}); point --database at a new database or delete this one."
+            )
+        self.run_id, self.config = stored.id, stored.config
+
+    def _start_run(self) -> None:
+        """Create the database (when it is new) and this build's run record."""
         self._connect()
         config = self.settings.build_config()
         with session_scope(self.engine) as session:
-            run = latest_run(session)
-            if run is None:
-                run = Run(config=config, steps={}, counts={}, metrics={})
-                session.add(run)
-                session.flush()
-            elif changed := changed_settings(run.config, config, type(self.settings)):
-                raise BuildError(
-                    f"The database {display_url(self.settings.database)} was built with other settings "
-                    f"({', '.join(changed)}); point --database at a new database or delete this one."
-                )
+            run = Run(config=config, steps={}, counts={}, metrics={})
+            session.add(run)
+            session.flush()
             self.run_id, self.config = run.id, run.config
 
     def _finish(self, step: Step, seconds: float, facts: dict) -> None:
