@@ -200,7 +200,7 @@ class BertClassifier:
         config: BertConfig,
         max_tokens: int | None = None,
         temperature: float = 1.0,
-        one_text_per_pass: bool = False,
+        int8: bool = False,
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -213,9 +213,11 @@ class BertClassifier:
         # Scores are divided by it before the softmax (temperature scaling, Guo et al. 2017);
         # app.steps.Calibrate fits it on held-out folds of the training reviews.
         self.temperature = temperature
-        # int8 activations are scaled over a whole batch: batched, a text's score would depend
-        # on its batch neighbours (up to 0.13 in probability), so int8 models score texts singly.
-        self.one_text_per_pass = one_text_per_pass
+        # Whether the linear layers are int8 (``int8_linears``). Their activations are scaled over
+        # a whole batch: batched, a text's score would depend on its batch neighbours (up to 0.13
+        # in probability), so such a model scores texts singly, and in float32, the only input
+        # type of the quantized layers (no bfloat16 autocast).
+        self.int8 = int8
 
     @classmethod
     def pretrained(cls, config: BertConfig, device: torch.device) -> "BertClassifier":
@@ -305,7 +307,7 @@ class BertClassifier:
         Texts are sorted by length and packed into batches of at most ``max_tokens``
         (default: the classifier's own) padded tokens, so short texts do not pay for long ones.
         """
-        max_tokens = 1 if self.one_text_per_pass else max_tokens or self.max_tokens
+        max_tokens = 1 if self.int8 else max_tokens or self.max_tokens
         ids = self.encoder.ids(list(texts))
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         scores = np.empty((len(ids), 2), dtype=np.float32)
@@ -316,7 +318,7 @@ class BertClassifier:
                 end += 1
             batch = order[start:end]
             inputs = self.encoder.pad([ids[i] for i in batch], self.device)
-            with autocast(self.device):
+            with nullcontext() if self.int8 else autocast(self.device):
                 scores[batch] = self.model(**inputs).logits.float().cpu().numpy()
             start = end
         return scores
@@ -345,7 +347,7 @@ class BertClassifier:
         int8 = cpu_int8 and device.type == "cpu"
         if int8:
             model = int8_linears(model)
-        return cls(model, tokenizer, device, config, max_tokens, meta.get(TEMPERATURE, 1.0), one_text_per_pass=int8)
+        return cls(model, tokenizer, device, config, max_tokens, meta.get(TEMPERATURE, 1.0), int8=int8)
 
 
 def int8_linears(model: torch.nn.Module) -> torch.nn.Module:

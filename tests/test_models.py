@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+import model.bert
 from model.bert import BertClassifier, _stlr, head_and_tail, resolve_device
 from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.explain import explain_sentences, explain_words
@@ -81,7 +82,7 @@ def test_bert_save_and_load_give_the_same_predictions(tmp_path):
         BertClassifier.load(tmp_path / "missing", resolve_device("cpu"))
 
 
-def test_int8_bert_on_the_cpu_reads_reviews_as_float32_does(tmp_path, real_reviews):
+def test_int8_bert_on_the_cpu_reads_reviews_as_float32_does(tmp_path, real_reviews, monkeypatch):
     texts, labels = sample(real_reviews, "train", 32, seed=2)
     config = BertConfig(base_model=MINILM, epochs=3, batch_size=16, max_length=96, learning_rate=2e-4)
     BertClassifier.train(texts, labels, config, resolve_device("cpu"), progress=False).save(tmp_path / "bert")
@@ -95,6 +96,9 @@ def test_int8_bert_on_the_cpu_reads_reviews_as_float32_does(tmp_path, real_revie
     assert np.corrcoef(margin_exact, margin_int8)[0, 1] > 0.95, (margin_exact, margin_int8)
     p_exact, p_int8 = exact.predict_proba(probe)[:, 1], int8.predict_proba(probe)[:, 1]
     assert np.abs(p_int8 - p_exact).max() < 0.1, (p_exact, p_int8)
+    # On a CPU with native bfloat16 the float32 model autocasts; the int8 layers take float32 only.
+    monkeypatch.setattr(model.bert, "native_cpu_bf16", lambda: True)
+    assert np.array_equal(int8.logits(probe), scores_int8)
 
 
 def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch():
