@@ -11,7 +11,7 @@ import math
 import os
 import random
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import ClassVar
@@ -22,8 +22,9 @@ from tqdm import tqdm
 
 from model import checkpoints
 from model.artifacts import atomic_directory, read_meta
-from model.config import BertConfig
+from model.config import SENTENCES, BertConfig
 from model.names import BERT, DISPLAY_NAMES, LABELS, POSITIVE
+from model.sentences import split_sentences
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from safetensors.torch import load_file, save_file  # noqa: E402
@@ -35,6 +36,9 @@ STLR_CUT_FRAC = 0.1  # share of the steps spent warming up (Howard & Ruder's cut
 STLR_RATIO = 32.0  # peak learning rate / lowest learning rate
 MEAN_POOLED_HEAD_FILE = "mean_pooled_head.safetensors"
 TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
+# What a model with ``sentences`` pooling reads of a text, in windows (``max_length`` tokens): more
+# than any catalogue review (at most 250 words), and bounded for the longest text the API takes.
+SENTENCE_WINDOWS = 2
 log = logging.getLogger("textflix")
 
 
@@ -73,6 +77,27 @@ def head_and_tail(ids: list[int], budget: int) -> list[int]:
     return ids[:head] + ids[len(ids) - (budget - head) :]
 
 
+def head_and_tail_sentences(lengths: Sequence[int], budget: int) -> list[int]:
+    """Which sentences of these token ``lengths`` to read: all if they fit ``budget`` tokens, else
+    the first ones within a quarter of it and the last ones within the rest, as ``head_and_tail``
+    keeps tokens."""
+    if sum(lengths) <= budget:
+        return list(range(len(lengths)))
+    head, used = [], 0
+    for i, length in enumerate(lengths):
+        if used + length > budget // 4:
+            break
+        head.append(i)
+        used += length
+    tail = []
+    for i in range(len(lengths) - 1, len(head) - 1, -1):
+        if used + lengths[i] > budget:
+            break
+        tail.append(i)
+        used += lengths[i]
+    return head + tail[::-1]
+
+
 class Encoder:
     """Tokenizes texts into padded batches, truncating long ones to head and tail."""
 
@@ -97,23 +122,24 @@ class Encoder:
 
 class MeanPooledClassifier(torch.nn.Module):
     """An encoder whose token states are averaged (as sentence-transformers checkpoints were
-    trained to be read) and fed to one linear layer: no tanh pooler that bounds the logits."""
+    trained to be read) and fed to one linear layer: no tanh pooler that bounds the logits.
+    ``outputs``: a score per class, or one score (a sentence's share of a review's log-odds)."""
 
-    def __init__(self, encoder, dropout: float = 0.1):
+    def __init__(self, encoder, outputs: int = len(LABELS), dropout: float = 0.1):
         super().__init__()
         self.encoder = encoder
         self.base_model_prefix = "encoder"
         self.dropout = torch.nn.Dropout(dropout)
-        self.classifier = torch.nn.Linear(encoder.config.hidden_size, len(LABELS))
+        self.classifier = torch.nn.Linear(encoder.config.hidden_size, outputs)
 
     @classmethod
-    def from_pretrained(cls, location: str | Path) -> "MeanPooledClassifier":
+    def from_pretrained(cls, location: str | Path, outputs: int = len(LABELS)) -> "MeanPooledClassifier":
         """The encoder at ``location``, with the head saved beside it if there is one, else a new one."""
-        model = cls(AutoModel.from_pretrained(location, add_pooling_layer=False))
+        model = cls(AutoModel.from_pretrained(location, add_pooling_layer=False), outputs)
         head = Path(location) / MEAN_POOLED_HEAD_FILE
         if head.is_file():
             model.classifier.load_state_dict(load_file(head))
-        return model
+        return model.eval()  # as transformers' from_pretrained: no dropout until training asks for it
 
     def save_pretrained(self, directory: Path) -> None:
         self.encoder.save_pretrained(directory)
@@ -128,9 +154,12 @@ class MeanPooledClassifier(torch.nn.Module):
 
 def sequence_classifier(location: str | Path, pooling: str):
     """A two-class classifier over the checkpoint at ``location``: the checkpoint's own
-    classification head (``cls``: first token, tanh pooler) or a mean-pooled linear head."""
+    classification head (``cls``: first token, tanh pooler), a mean-pooled linear head, or
+    (``sentences``) a mean-pooled head that scores one sentence (``BertClassifier`` adds them up)."""
     if pooling == "mean":
         return MeanPooledClassifier.from_pretrained(location)
+    if pooling == SENTENCES:
+        return MeanPooledClassifier.from_pretrained(location, outputs=1)
     return AutoModelForSequenceClassification.from_pretrained(
         location,
         num_labels=len(LABELS),
@@ -218,6 +247,7 @@ class BertClassifier:
         # in probability), so such a model scores texts singly, and in float32, the only input
         # type of the quantized layers (no bfloat16 autocast).
         self.int8 = int8
+        self.per_sentence = config.pooling == SENTENCES
 
     @classmethod
     def pretrained(cls, config: BertConfig, device: torch.device) -> "BertClassifier":
@@ -261,13 +291,13 @@ class BertClassifier:
         """Fine-tune ``config.base_model`` towards target probabilities of "positive": 1 or 0
         for gold labels, a teacher's probability for the texts it labelled."""
         classifier = cls.pretrained(config, device)
-        model, encoder = classifier.model, classifier.encoder
-        ids = encoder.ids(texts)
+        model = classifier.model
+        ids, members = classifier.read_units(texts)
         p = torch.tensor(p_positive, dtype=torch.float32)
         targets = torch.stack([1 - p, p], dim=1)  # columns in LABELS order
 
         groups = _layer_groups(model)
-        total = math.ceil(len(ids) / config.batch_size) * config.epochs
+        total = math.ceil(len(texts) / config.batch_size) * config.epochs
         optimizer, scheduler = _optimizer(groups, config, total)
         scaler = torch.amp.GradScaler(enabled=device.type == "cuda")
         generator = torch.Generator().manual_seed(config.seed)
@@ -280,13 +310,13 @@ class BertClassifier:
                 for i, group in enumerate(groups):
                     for p in group:
                         p.requires_grad = i >= len(groups) - trainable
-            order = torch.randperm(len(ids), generator=generator).tolist()
+            order = torch.randperm(len(texts), generator=generator).tolist()
             for start in range(0, len(order), config.batch_size):
                 batch = order[start : start + config.batch_size]
-                inputs = encoder.pad([ids[i] for i in batch], device)
-                with autocast(device):
-                    logits = model(**inputs).logits
-                loss = torch.nn.functional.cross_entropy(logits.float(), targets[batch].to(device))
+                # A whole-text model reads its batch in one pass; a sentence model its sentences in packed passes.
+                budget = classifier.max_tokens if classifier.per_sentence else None
+                logits = classifier.text_logits(ids, [members[i] for i in batch], budget)
+                loss = torch.nn.functional.cross_entropy(logits, targets[batch].to(device))
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)
@@ -304,24 +334,63 @@ class BertClassifier:
     def logits(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
         """The classifier's raw scores (negative, positive), one row per text.
 
-        Texts are sorted by length and packed into batches of at most ``max_tokens``
-        (default: the classifier's own) padded tokens, so short texts do not pay for long ones.
+        What the model reads (each text, or each sentence) is sorted by length and packed into
+        batches of at most ``max_tokens`` (default: the classifier's own) padded tokens, so short
+        ones do not pay for long ones; a sentence that several texts share is read once.
         """
-        max_tokens = 1 if self.int8 else max_tokens or self.max_tokens
-        ids = self.encoder.ids(list(texts))
+        ids, members = self.read_units(texts)
+        return self.text_logits(ids, members, 1 if self.int8 else max_tokens or self.max_tokens).cpu().numpy()
+
+    def read_units(self, texts: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
+        """The token ids of what the model reads of ``texts``, each distinct one once, and for each
+        text the indices of its own: the text whole, or with ``sentences`` pooling its sentences,
+        at most ``SENTENCE_WINDOWS`` windows' worth (``head_and_tail_sentences``), so that a text
+        costs at most that many times what a whole-text model pays for it."""
+        if self.per_sentence:
+            units = [[s.text for s in split_sentences(text)] for text in texts]
+        else:
+            units = [[text] for text in texts]
+        index = {unit: i for i, unit in enumerate(dict.fromkeys(u for own in units for u in own))}
+        ids = self.encoder.ids(list(index))
+        members = [[index[u] for u in own] for own in units]
+        if self.per_sentence:
+            budget = SENTENCE_WINDOWS * self.config.max_length
+            members = [[own[i] for i in head_and_tail_sentences([len(ids[j]) for j in own], budget)] for own in members]
+        return ids, members
+
+    def text_logits(self, ids: list[list[int]], members: list[list[int]], max_tokens: int | None) -> torch.Tensor:
+        """Scores (negative, positive) of the texts made of ``members`` of ``ids``. A whole text's
+        are the model's; a text read in sentences has the log-odds of "positive" its sentences'
+        scores add up to (an empty one: 0, even odds)."""
+        wanted = list(dict.fromkeys(i for own in members for i in own))
+        local = {unit: i for i, unit in enumerate(wanted)}
+        scores = torch.empty((len(wanted), 1 if self.per_sentence else len(LABELS)), device=self.device)
+        for batch in self._batches([ids[i] for i in wanted], max_tokens):
+            inputs = self.encoder.pad([ids[wanted[i]] for i in batch], self.device)
+            with nullcontext() if self.int8 else autocast(self.device):
+                scores[batch] = self.model(**inputs).logits.float()
+        if not self.per_sentence:
+            return scores[[local[own[0]] for own in members]]
+        owner = torch.tensor([t for t, own in enumerate(members) for _ in own], dtype=torch.long, device=self.device)
+        rows = torch.tensor([local[i] for own in members for i in own], dtype=torch.long, device=self.device)
+        log_odds = torch.zeros(len(members), device=self.device).index_add(0, owner, scores[rows, 0])
+        return torch.stack([torch.zeros_like(log_odds), log_odds], dim=1)
+
+    @staticmethod
+    def _batches(ids: list[list[int]], max_tokens: int | None) -> Iterator[list[int]]:
+        """Indices of ``ids`` in batches: sorted by length, at most ``max_tokens`` padded tokens
+        each; with ``max_tokens`` None, one batch in the order given."""
+        if max_tokens is None:
+            yield list(range(len(ids)))
+            return
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        scores = np.empty((len(ids), 2), dtype=np.float32)
         start = 0
         while start < len(order):
             end = start + 1
             while end < len(order) and len(ids[order[end]]) * (end - start + 1) <= max_tokens:
                 end += 1
-            batch = order[start:end]
-            inputs = self.encoder.pad([ids[i] for i in batch], self.device)
-            with nullcontext() if self.int8 else autocast(self.device):
-                scores[batch] = self.model(**inputs).logits.float().cpu().numpy()
+            yield order[start:end]
             start = end
-        return scores
 
     def predict_proba(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
         """Class probabilities (negative, positive), one row per text, at the calibrated temperature."""

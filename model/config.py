@@ -21,6 +21,7 @@ IMDB_BYTES = 84_125_825
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET = "sentence-transformers/all-mpnet-base-v2"
 AUTO, PLAIN, DISTILL = "auto", "plain", "distill"  # RecipeConfig.recipe
+SENTENCES = "sentences"  # BertConfig.pooling: each sentence read alone, their scores added
 
 
 class ConfigGroup(BaseModel):
@@ -110,9 +111,11 @@ class BertConfig(Seeded):
         1.0, ge=1.0, description="Learning-rate divisor per layer downwards (2.6 in ULMFiT; 1 = off)."
     )
     gradual_unfreezing: bool = Field(False, description="Unfreeze one layer group per epoch.")
-    pooling: Literal["cls", "mean"] = Field(
-        "cls", description="Classification head: the checkpoint's own on the first token (cls), or a linear "
-        "layer on the mean of the token states (mean, as sentence-transformers checkpoints are read)."
+    pooling: Literal["cls", "mean", "sentences"] = Field(
+        "cls", description="Classification head: the checkpoint's own on the first token (cls), a linear "
+        "layer on the mean of the token states (mean, as sentence-transformers checkpoints are read), or "
+        "sentences: each sentence read alone and mean-pooled to one score, a review's log-odds the sum of "
+        "its sentences' (an additive model: its sentence weights are exact)."
     )
 
 

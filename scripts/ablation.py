@@ -22,12 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.pipeline import Pipeline  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.steps import build_steps  # noqa: E402
-from model.config import DISTILL, MINILM, MPNET, PLAIN  # noqa: E402
+from model.config import DISTILL, MINILM, MPNET, PLAIN, SENTENCES  # noqa: E402
 from model.names import EVAL, MAIN_MODEL, TEACHER  # noqa: E402
 
 VARIANTS: dict[str, dict] = {
     "plain-minilm": {"recipe": PLAIN, "base_model": MINILM},
     "plain-minilm-mean": {"recipe": PLAIN, "base_model": MINILM, "pooling": "mean"},
+    "plain-minilm-sentences": {"recipe": PLAIN, "base_model": MINILM, "pooling": SENTENCES, "epochs": 3},
     "plain-mpnet": {"recipe": PLAIN, "base_model": MPNET, "epochs": 3, "learning_rate": 5e-5},
     "distill-minilm": {"recipe": DISTILL, "base_model": MINILM},
     "self-distill-minilm": {"recipe": DISTILL, "base_model": MINILM, "teacher_model": MINILM},

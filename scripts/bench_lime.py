@@ -1,11 +1,14 @@
 """Where sentence-level LIME spends its time on a built database, and what batching buys.
 
-For a sample of catalogue reviews, explains each with BERT at several batch sizes
-(padded tokens per forward pass) and prints one line per figure: the median seconds
-per review, the share of LIME's perturbed texts that are distinct (and so scored),
-and the speed-up of each batch size against the first:
+For a sample of catalogue reviews, explains each with BERT (two LIME runs and the
+faithfulness checks, as the build does) at several batch sizes (padded tokens per forward
+pass) and prints one line per figure: the median seconds per review, the number of distinct
+texts scored per review, and the speed-up of each batch size
+against the first. ``--against DIR`` also explains the same reviews with the BERT of the
+build in DIR (e.g. one with another ``--pooling``), review by review in turn with this
+build's, and prints its median and the ratio:
 
-    python scripts/bench_lime.py [--data-dir data] [--reviews 40] [--max-tokens 8192 2048 1024]
+    python scripts/bench_lime.py [--data-dir data] [--reviews 40] [--max-tokens 8192 2048 1024] [--against DIR]
 """
 
 import argparse
@@ -22,9 +25,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.db import Review, make_engine, session_scope  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from model.bert import resolve_device  # noqa: E402
+from model.config import LimeConfig  # noqa: E402
 from model.explain import explain_sentences  # noqa: E402
 from model.names import BERT, CATALOGUE  # noqa: E402
 from model.trained import load_trained  # noqa: E402
+
+
+def seconds(explain) -> float:
+    started = time.perf_counter()
+    explain()
+    return time.perf_counter() - started
 
 
 def main() -> None:
@@ -32,8 +42,10 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--reviews", type=int, default=40)
     parser.add_argument("--max-tokens", type=int, nargs="+", default=[8192, 2048, 1024])
+    parser.add_argument("--against", type=Path, help="Data directory of another build whose BERT to time beside.")
     args = parser.parse_args()
     settings = Settings(data_dir=args.data_dir)
+    config = settings.group(LimeConfig)
     with session_scope(make_engine(settings.database)) as session:
         reviews = session.scalars(
             select(Review)
@@ -42,31 +54,37 @@ def main() -> None:
             .limit(args.reviews)
             .options(selectinload(Review.sentences))
         ).all()
-    bert = load_trained(BERT, settings.models_dir, resolve_device(settings.device))
-    samples = settings.lime_samples
-    print(f"{len(reviews)} catalogue reviews, {samples} LIME samples each, device {bert.device}")
+    device = resolve_device(settings.device)
+    bert = load_trained(BERT, settings.models_dir, device)
+    other = load_trained(BERT, Settings(data_dir=args.against).models_dir, device) if args.against else None
+    print(f"{len(reviews)} catalogue reviews, {config.lime_samples} LIME samples per run, BERT pooling "
+          f"{bert.config.pooling}, device {bert.device}")  # fmt: skip
 
     scored: list[int] = []
 
-    def counting(max_tokens):
+    def counting(classifier, max_tokens=None):
         def predict(texts):
             scored.append(len(texts))
-            return bert.predict_proba(texts, max_tokens=max_tokens)
+            return classifier.predict_proba(texts, max_tokens=max_tokens)
 
         return predict
 
     medians = {}
     for max_tokens in args.max_tokens:
         scored.clear()
-        seconds = []
+        times, against = [], []
         for review in reviews:
-            started = time.perf_counter()
-            explain_sentences(review.text, review.sentences, counting(max_tokens), samples, settings.seed)
-            seconds.append(time.perf_counter() - started)
-        medians[max_tokens] = statistics.median(seconds)
+            times.append(seconds(lambda: explain_sentences(review.text, review.sentences, counting(bert, max_tokens), config)))
+            if other is not None and max_tokens == args.max_tokens[0]:
+                against.append(seconds(lambda: explain_sentences(review.text, review.sentences, other.predict_proba, config)))
+        medians[max_tokens] = statistics.median(times)
         print(f"BERT sentence LIME, {max_tokens} tokens per batch: median {medians[max_tokens]:.3f} s per review")
-    distinct = sum(scored) / (samples * len(reviews))
-    print(f"distinct perturbed texts scored: {distinct:.0%} of the {samples * len(reviews)} LIME asked for")
+        if against:
+            baseline = statistics.median(against)
+            print(f"BERT of {args.against} (pooling {other.config.pooling}), its own batches: median {baseline:.3f} s per "
+                  f"review; this build's is {baseline / medians[max_tokens]:.1f}x faster")  # fmt: skip
+    print(f"distinct texts scored per review: {sum(scored) / len(reviews):.0f}, of the {2 * config.lime_samples} "
+          "perturbed texts the two LIME runs ask for, and the faithfulness checks'")  # fmt: skip
     first = args.max_tokens[0]
     for max_tokens in args.max_tokens[1:]:
         print(f"speed-up of {max_tokens} over {first} tokens per batch: {medians[first] / medians[max_tokens]:.2f}x")

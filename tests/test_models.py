@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import model.bert
-from model.bert import BertClassifier, _stlr, head_and_tail, resolve_device
+from model.bert import BertClassifier, _stlr, head_and_tail, head_and_tail_sentences, resolve_device
 from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.explain import explain_sentences, explain_words
 from model.metrics import classification_report, expected_calibration_error, fit_temperature, tempered_p_positive
@@ -101,6 +101,40 @@ def test_int8_bert_on_the_cpu_reads_reviews_as_float32_does(tmp_path, real_revie
     assert np.array_equal(int8.logits(probe), scores_int8)
 
 
+def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp_path, real_reviews):
+    texts, labels = sample(real_reviews, "train", 8, seed=2)
+    config = BertConfig(base_model=MINILM, epochs=2, batch_size=8, max_length=96, learning_rate=2e-4, pooling="sentences")
+    trained = BertClassifier.train(texts, labels, config, resolve_device("cpu"), progress=False)
+    trained.save(tmp_path / "bert")
+    classifier = BertClassifier.load(tmp_path / "bert", resolve_device("cpu"))
+    review = f"{POSITIVE} The film was shown on a Tuesday. {NEGATIVE} I would watch it again."
+    sentences = split_sentences(review)
+    assert len(sentences) == 4
+
+    def log_odds(batch):
+        return np.diff(classifier.logits(batch), axis=1)[:, 0]
+
+    alone = log_odds([s.text for s in sentences])
+    assert log_odds([review])[0] == pytest.approx(alone.sum(), abs=1e-4)
+    assert log_odds(["", texts[0]]).tolist() == pytest.approx([0.0, log_odds([texts[0]])[0]], abs=1e-4)
+    assert alone[0] > alone[2]  # it learnt which way each sentence leans
+    assert np.abs(trained.logits([review, texts[3]]) - classifier.logits([review, texts[3]])).max() < 1e-3
+
+    # A long text is read as its head and tail sentences, two windows' worth: the middle is not read.
+    middle = [f"Scene {i} was {'wonderful' if i % 2 else 'dreadful'}." for i in range(60)]
+    changed = middle[:30] + [NEGATIVE] + middle[31:]
+    assert log_odds([" ".join(middle)])[0] == pytest.approx(log_odds([" ".join(changed)])[0], abs=1e-4)
+    assert log_odds([" ".join(middle[29:32])])[0] != pytest.approx(log_odds([" ".join(changed[29:32])])[0], abs=1e-4)
+
+    # An additive model's sentence weights are its sentences' scores: LIME finds them (shrunk alike
+    # by its ridge regression), with a perfect fit.
+    explanation = explain_sentences(review, sentences, classifier.predict_proba, LimeConfig(lime_samples=64, seed=0))
+    assert np.argsort(explanation.weights).tolist() == np.argsort(alone).tolist()
+    assert np.corrcoef(explanation.weights, alone)[0, 1] > 0.99
+    assert explanation.score > 0.95  # not 1: the ridge, and bfloat16 where the CPU has it
+    assert explanation.quality.stability == pytest.approx(1.0)
+
+
 def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch():
     config = BertConfig(
         base_model=MINILM, epochs=1, batch_size=2, max_length=32, gradual_unfreezing=True,
@@ -122,6 +156,12 @@ def test_slanted_triangular_schedule_rises_then_falls():
     assert max(factors) == factors[10] == 1.0
     assert factors[100] == pytest.approx(1 / 32)
     assert factors[:11] == sorted(factors[:11]) and factors[10:] == sorted(factors[10:], reverse=True)
+
+
+def test_head_and_tail_sentences_keeps_whole_sentences_from_both_ends():
+    assert head_and_tail_sentences([10] * 10, 100) == list(range(10))
+    assert head_and_tail_sentences([10] * 20, 100) == [0, 1, 12, 13, 14, 15, 16, 17, 18, 19]
+    assert head_and_tail_sentences([60, 10, 10, 50], 100) == [1, 2, 3]  # a long first sentence is not the head
 
 
 def test_head_and_tail_keeps_both_ends():
