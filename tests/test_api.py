@@ -8,6 +8,7 @@ Bad input, auth and a missing model use their own small apps with ``TestClient``
 
 import asyncio
 import json
+import shutil
 import signal
 import sqlite3
 import time
@@ -16,11 +17,14 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
 from app.analysis import MicroBatcher
 from app.main import create_app
 from app.settings import Settings
+from model.bert import BertClassifier
+from model.config import MINILM, BertConfig
 from model.quality import QUALITY_FIELDS, fit_reading, is_weak
 from tests.conftest import serve_in_thread, serve_process
 from tests.web_fixtures import FakeAnalyzer, build_web_database, explanation_figures, use_analyzer
@@ -199,6 +203,26 @@ def test_a_server_with_int8_bert_answers_as_the_float32_one(client, api_data_dir
         p_int8, p_exact = ours["predictions"]["bert"]["p_positive"], theirs["predictions"]["bert"]["p_positive"]
         assert p_int8 == pytest.approx(p_exact, abs=0.1) and p_int8 != p_exact
         assert set(ours["explanations"]) == {"nbsvm", "bert"}
+
+
+def test_a_server_with_a_sentence_pooled_bert_explains_it_exactly(tmp_path, api_data_dir, real_reviews):
+    """--pooling sentences: BERT's sentence weights in the API are its sentences' own scores."""
+    shutil.copytree(api_data_dir, tmp_path, dirs_exist_ok=True)
+    shutil.rmtree(tmp_path / "models" / "bert")
+    train = [r for r in real_reviews if r.split == "train" and len(r.text) < 1200][:8]
+    config = BertConfig(base_model=MINILM, epochs=1, batch_size=8, max_length=64, seed=0, pooling="sentences")
+    bert = BertClassifier.train([r.text for r in train], [r.label for r in train], config, torch.device("cpu"), False)
+    bert.save(tmp_path / "models" / "bert")
+    with TestClient(create_app(api_settings(tmp_path, lime_samples=128))) as sentence_client:
+        response = sentence_client.post("/api/predict", json={"texts": [REVIEW], "explain": True})
+    assert response.status_code == 200, response.text
+    result = response.json()["results"][0]
+    explanation = result["explanations"]["bert"]
+    check_quality(explanation, sentences=4)
+    weights = [sentence["weights"]["bert"] for sentence in result["sentences"]]
+    own = np.diff(bert.logits([sentence["text"] for sentence in result["sentences"]]), axis=1)[:, 0]
+    assert np.corrcoef(weights, own)[0, 1] > 0.99, (weights, own, explanation["score"])
+    assert explanation["score"] > 0.95 and explanation["quality"]["stability"] == pytest.approx(1.0)
 
 
 def test_predict_stores_nothing(client, api_data_dir):
