@@ -488,6 +488,13 @@ def test_about_marks_a_distill_build_s_served_model_and_its_teacher(tmp_path):
     assert "(temperature 1.62), fitted on 5 held-out folds of the training reviews" in facts
 
 
+def test_about_says_when_bert_reads_sentence_by_sentence(tmp_path, web_client):
+    page, _ = about_with_run(tmp_path, {**RUN, "config": {**RUN["config"], "pooling": "sentences"}})
+    facts = page.split('<dl class="facts">')[1].split("</dl>")[0]
+    assert "<dt>Sentence by sentence</dt>" in facts and "is the sum of its sentences' scores" in facts
+    assert "Sentence by sentence" not in web_client.get("/about").text  # the checkpoint's own head
+
+
 def test_about_still_draws_a_curve_recorded_before_seeds(tmp_path):
     page, data = about_with_run(tmp_path, OLD_CURVE_RUN)
     html = curve_section(page)
