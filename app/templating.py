@@ -7,6 +7,7 @@ from fastapi.templating import Jinja2Templates
 import app as app_package
 from app import cards, render
 from app.view import View
+from model.config import SENTENCE_WINDOWS
 from model.curve import point_text
 from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS, WORD_LEVEL_MODEL, short_label
 from model.quality import stability_reading
@@ -68,6 +69,7 @@ templates.env.globals.update(
     histogram_svg=render.histogram_svg,
     stability_reading=stability_reading,
     DISPLAY_NAMES=DISPLAY_NAMES,
+    SENTENCE_WINDOWS=SENTENCE_WINDOWS,
     MODELS=MODELS,
     MAIN_MODEL=MAIN_MODEL,
     WORD_LEVEL_MODEL=WORD_LEVEL_MODEL,

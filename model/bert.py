@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from model import checkpoints
 from model.artifacts import atomic_directory, read_meta
-from model.config import SENTENCES, BertConfig
+from model.config import SENTENCE_WINDOWS, SENTENCES, BertConfig
 from model.names import BERT, DISPLAY_NAMES, LABELS, POSITIVE
 from model.sentences import split_sentences
 
@@ -36,9 +36,6 @@ STLR_CUT_FRAC = 0.1  # share of the steps spent warming up (Howard & Ruder's cut
 STLR_RATIO = 32.0  # peak learning rate / lowest learning rate
 MEAN_POOLED_HEAD_FILE = "mean_pooled_head.safetensors"
 TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
-# What a model with ``sentences`` pooling reads of a text, in windows (``max_length`` tokens): more
-# than any catalogue review (at most 250 words), and bounded for the longest text the API takes.
-SENTENCE_WINDOWS = 2
 log = logging.getLogger("textflix")
 
 

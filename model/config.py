@@ -22,6 +22,9 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET = "sentence-transformers/all-mpnet-base-v2"
 AUTO, PLAIN, DISTILL = "auto", "plain", "distill"  # RecipeConfig.recipe
 SENTENCES = "sentences"  # BertConfig.pooling: each sentence read alone, their scores added
+# What a model with ``sentences`` pooling reads of a text, in windows (``max_length`` tokens): more
+# than any catalogue review (at most 250 words), and bounded for the longest text the API takes.
+SENTENCE_WINDOWS = 2
 
 
 class ConfigGroup(BaseModel):

@@ -492,6 +492,7 @@ def test_about_says_when_bert_reads_sentence_by_sentence(tmp_path, web_client):
     page, _ = about_with_run(tmp_path, {**RUN, "config": {**RUN["config"], "pooling": "sentences"}})
     facts = page.split('<dl class="facts">')[1].split("</dl>")[0]
     assert "<dt>Sentence by sentence</dt>" in facts and "is the sum of its sentences' scores" in facts
+    assert "longer than 512 tokens it reads the first and last sentences" in facts and "window of" not in facts
     assert "Sentence by sentence" not in web_client.get("/about").text  # the checkpoint's own head
 
 
