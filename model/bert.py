@@ -299,6 +299,8 @@ class BertClassifier:
         scaler = torch.amp.GradScaler(enabled=device.type == "cuda")
         generator = torch.Generator().manual_seed(config.seed)
 
+        # A whole-text model reads its batch in one pass; a sentence model its sentences in packed passes.
+        budget = classifier.max_tokens if classifier.per_sentence else None
         model.train()
         bar = tqdm(total=total, desc=desc, unit="step", disable=not progress)
         for epoch in range(config.epochs):
@@ -310,8 +312,6 @@ class BertClassifier:
             order = torch.randperm(len(texts), generator=generator).tolist()
             for start in range(0, len(order), config.batch_size):
                 batch = order[start : start + config.batch_size]
-                # A whole-text model reads its batch in one pass; a sentence model its sentences in packed passes.
-                budget = classifier.max_tokens if classifier.per_sentence else None
                 logits = classifier.text_logits(ids, [members[i] for i in batch], budget)
                 loss = torch.nn.functional.cross_entropy(logits, targets[batch].to(device))
                 optimizer.zero_grad(set_to_none=True)

@@ -62,10 +62,10 @@ def main() -> None:
 
     scored: list[int] = []
 
-    def counting(classifier, max_tokens=None):
+    def counting(max_tokens):
         def predict(texts):
             scored.append(len(texts))
-            return classifier.predict_proba(texts, max_tokens=max_tokens)
+            return bert.predict_proba(texts, max_tokens=max_tokens)
 
         return predict
 
@@ -74,7 +74,7 @@ def main() -> None:
         scored.clear()
         times, against = [], []
         for review in reviews:
-            times.append(seconds(lambda: explain_sentences(review.text, review.sentences, counting(bert, max_tokens), config)))
+            times.append(seconds(lambda: explain_sentences(review.text, review.sentences, counting(max_tokens), config)))
             if other is not None and max_tokens == args.max_tokens[0]:
                 against.append(seconds(lambda: explain_sentences(review.text, review.sentences, other.predict_proba, config)))
         medians[max_tokens] = statistics.median(times)

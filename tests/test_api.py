@@ -26,7 +26,7 @@ from app.settings import Settings
 from model.bert import BertClassifier
 from model.config import MINILM, BertConfig
 from model.quality import QUALITY_FIELDS, fit_reading, is_weak
-from tests.conftest import serve_in_thread, serve_process
+from tests.conftest import _short_train_reviews, serve_in_thread, serve_process
 from tests.web_fixtures import FakeAnalyzer, build_web_database, explanation_figures, use_analyzer
 
 TITLE = "tt0100001"  # catalogue titles of the fixture database
@@ -209,7 +209,7 @@ def test_a_server_with_a_sentence_pooled_bert_explains_it_exactly(tmp_path, api_
     """--pooling sentences: BERT's sentence weights in the API are its sentences' own scores."""
     shutil.copytree(api_data_dir, tmp_path, dirs_exist_ok=True)
     shutil.rmtree(tmp_path / "models" / "bert")
-    train = [r for r in real_reviews if r.split == "train" and len(r.text) < 1200][:8]
+    train = _short_train_reviews(real_reviews, 4)
     config = BertConfig(base_model=MINILM, epochs=1, batch_size=8, max_length=64, seed=0, pooling="sentences")
     bert = BertClassifier.train([r.text for r in train], [r.label for r in train], config, torch.device("cpu"), False)
     bert.save(tmp_path / "models" / "bert")
