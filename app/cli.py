@@ -268,7 +268,9 @@ def recipe_line(record: dict) -> str:
                 f"reviews labelled by the teacher {teacher.get('base_model', '')}")  # fmt: skip
     else:
         made = "recipe plain (stronger, from the same labels: --recipe distill, see README)"
-    temperature = steps.get("calibrate", {}).get("temperature")
+    calibration = steps.get("calibrate", {})
+    offset, temperature = calibration.get("offset"), calibration.get("temperature")
+    made += f", offset {offset:+.2f}" if offset else ""
     return made + (f", temperature {temperature:.2f}" if temperature else "")
 
 

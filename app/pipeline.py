@@ -34,7 +34,7 @@ from app.settings import Settings
 from model import checkpoints
 from model.bert import resolve_device
 from model.checkpoints import Checkpoint
-from model.config import AUTO, DISTILL, MPNET, PLAIN, ConfigGroup, Sources, SplitConfig
+from model.config import AUTO, DISTILL, MPNET, PLAIN, PREDATING_VALUES, ConfigGroup, Sources, SplitConfig
 from model.data import Splits, read_splits
 from model.names import TRAIN
 from model.trained import Classifier, ModelUnavailable, load_trained
@@ -192,8 +192,8 @@ class Pipeline:
         """The archive read and split as the settings say, once per process."""
         if self._splits is None:
             s = self.settings
-            distill = s.recipe == DISTILL
-            self._splits = read_splits(s.group(Sources), s.group(SplitConfig), s.data_dir, unlabeled=distill)
+            unlabeled = s.recipe == DISTILL or s.prior_reviews > 0
+            self._splits = read_splits(s.group(Sources), s.group(SplitConfig), s.data_dir, unlabeled=unlabeled)
             log.info(
                 "Read %d reviews from %s: %d for training, %d in the catalogue (%d titles), "
                 "%d for evaluation, %d duplicates dropped.",
@@ -334,8 +334,8 @@ def another_build(holder: str, what: str) -> str:
 
 def changed_settings(stored: dict, config: dict, settings_type: type[Settings]) -> list[str]:
     """The build settings whose value differs from the run record's; a setting the record
-    predates counts as having had its default."""
-    defaults = settings_type.model_construct().build_config()
+    predates counts as having had its value of then (``PREDATING_VALUES``), else its default."""
+    defaults = {**settings_type.model_construct().build_config(), **PREDATING_VALUES}
     return sorted(key for key, value in config.items() if stored.get(key, defaults[key]) != value)
 
 

@@ -29,10 +29,13 @@ from app.engines import run_tasks
 from app.pipeline import BuildError, Pipeline, Step
 from app.work import EXPLAIN_TASKS, PREDICT_TASKS, Task
 from model.artifacts import read_meta, saved_fingerprint, update_meta
-from model.bert import TEMPERATURE, BertClassifier, gold_targets
+from model.bert import OFFSET, TEMPERATURE, BertClassifier, gold_targets
 from model.config import (
+    CLS,
     DISTILL,
+    SENTENCES,
     BertConfig,
+    CalibrationConfig,
     ConfigGroup,
     RecipeConfig,
     Seeded,
@@ -41,7 +44,7 @@ from model.config import (
 )
 from model.curve import LEARNING_CURVE, point_text, series, spread
 from model.data import RawReview, balanced_sample, sample_unlabeled
-from model.metrics import accuracy, classification_report, fit_temperature, tempered_p_positive
+from model.metrics import accuracy, classification_report, fit_offset, fit_temperature, tempered_p_positive
 from model.names import (
     CATALOGUE,
     DISPLAY_NAMES,
@@ -49,6 +52,7 @@ from model.names import (
     IMDB,
     MAIN_MODEL,
     MODELS,
+    POSITIVE,
     STUDENT,
     TEACHER,
     TRAIN,
@@ -163,9 +167,13 @@ class TrainTeacher(Train):
 
     def config(self, build: Pipeline) -> BertConfig:
         s = build.settings
+        # The teacher reads whole texts, whatever the served model reads: what it knows across
+        # sentences is what it has to teach a model that reads them one by one.
+        pooling = CLS if s.pooling == SENTENCES else s.pooling
         return s.group(BertConfig).model_copy(
-            update={"base_model": s.teacher_model, "epochs": s.teacher_epochs, "learning_rate": s.teacher_learning_rate}
-        )
+            update={"base_model": s.teacher_model, "epochs": s.teacher_epochs, "learning_rate": s.teacher_learning_rate,
+                    "pooling": pooling}
+        )  # fmt: skip
 
     def fit(self, build: Pipeline, config: BertConfig, texts: list[str], labels: list[str], progress: bool) -> Classifier:
         return BertClassifier.train(texts, labels, config, build.device, progress, desc="Fine-tune teacher")
@@ -237,44 +245,64 @@ class TrainStudent(Train):
 
 
 class Calibrate(Step):
-    """Temperature scaling of the served BERT model: the training reviews split into
-    --calibration-folds folds, the model trained again on all folds but one and scored on
-    that one, and the temperature fitted to those held-out scores (no test text is used).
+    """Calibration of the served BERT model, in place and in scale, without test text:
+    - its offset, added to its log-odds, makes its mean probability of "positive" over
+      --prior-reviews unlabeled reviews the training reviews' share of positives (``fit_offset``):
+      a model that reads too many reviews one way is set straight without labels;
+    - its temperature is fitted to held-out scores: the training reviews split into
+      --calibration-folds folds, the model trained again on all folds but one (and offset the
+      same way) and scored on that one.
     Each fold's scores are kept, so a killed build redoes at most one fold."""
 
     name = "calibrate"
 
     def __init__(self, trainer: Train):
         self.trainer = trainer
-        self.reads = trainer.reads  # it trains the same model again, fold by fold
-        self.writes = (f"models/{trainer.name}: temperature",)
+        # it trains the same model again, fold by fold, and scores unlabeled reviews
+        self.reads = (*trainer.reads, "unlabeled reviews of the archive")
+        self.writes = (f"models/{trainer.name}: offset, temperature",)
 
     def up_to_date(self, build: Pipeline) -> bool:
         try:
-            return TEMPERATURE in read_meta(model_dir(build.settings.models_dir, self.trainer.name))
+            meta = read_meta(model_dir(build.settings.models_dir, self.trainer.name))
         except FileNotFoundError:
             return False
+        return TEMPERATURE in meta and (OFFSET in meta or not build.settings.prior_reviews)
+
+    def prepare(self, build: Pipeline) -> None:
+        if build.settings.prior_reviews:
+            build.splits()
 
     def run(self, build: Pipeline) -> dict:
-        folds = build.settings.calibration_folds
-        directory = model_dir(build.settings.models_dir, self.trainer.name)
-        if folds < 2:
-            update_meta(directory, {TEMPERATURE: 1.0})
-            return {"folds": 0, TEMPERATURE: 1.0}
+        s = build.settings
         _, texts, labels = build.training_set
-        scores = self.held_out_scores(build, texts, labels, folds)
-        temperature = fit_temperature(scores, labels)
-        update_meta(directory, {TEMPERATURE: temperature})
-        raw, calibrated = (classification_report(labels, tempered_p_positive(scores, t)) for t in (1.0, temperature))
-        log.info("Calibration: temperature %.2f; on held-out folds of the training reviews ECE %.3f before, %.3f after.",
-                 temperature, raw["ece"], calibrated["ece"])  # fmt: skip
-        return {"folds": folds, TEMPERATURE: temperature, "held_out_accuracy": raw["accuracy"],
-                "held_out_ece": raw["ece"], "held_out_ece_calibrated": calibrated["ece"]}  # fmt: skip
+        share = labels.count(POSITIVE) / len(labels)
+        unlabeled = prior_texts(build)
+        facts = {"folds": 0, TEMPERATURE: 1.0}
+        if s.calibration_folds >= 2:
+            scores = self.held_out_scores(build, texts, labels, unlabeled, share)
+            temperature = fit_temperature(scores, labels)
+            raw, calibrated = (classification_report(labels, tempered_p_positive(scores, t)) for t in (1.0, temperature))
+            log.info("Calibration: temperature %.2f; on held-out folds of the training reviews ECE %.3f before, %.3f after.",
+                     temperature, raw["ece"], calibrated["ece"])  # fmt: skip
+            facts = {"folds": s.calibration_folds, TEMPERATURE: temperature, "held_out_accuracy": raw["accuracy"],
+                     "held_out_ece": raw["ece"], "held_out_ece_calibrated": calibrated["ece"]}  # fmt: skip
+        served = load_trained_bert(build, self.trainer.name)
+        served.offset = 0.0  # fitted afresh, whatever an earlier calibration wrote
+        offset = prior_offset(served, unlabeled, share, facts[TEMPERATURE])
+        if unlabeled:
+            log.info("Calibration: offset %+.2f to BERT's log-odds, so that its mean probability of positive over "
+                     "%d unlabeled reviews is %.2f, the training reviews' share.", offset, len(unlabeled), share)  # fmt: skip
+        update_meta(model_dir(s.models_dir, self.trainer.name), {TEMPERATURE: facts[TEMPERATURE], OFFSET: offset})
+        return {**facts, OFFSET: offset, "prior_reviews": len(unlabeled), "share_positive": share}
 
-    def held_out_scores(self, build: Pipeline, texts: list[str], labels: list[str], folds: int) -> np.ndarray:
-        """Each training review's raw scores from the model trained without its fold."""
+    def held_out_scores(
+        self, build: Pipeline, texts: list[str], labels: list[str], unlabeled: list[str], share: float
+    ) -> np.ndarray:
+        """Each training review's scores from the model trained without its fold, offset as that model's own."""
+        folds = build.settings.calibration_folds
         config, _ = pretrained(build, self.trainer.config(build))
-        kept = build.settings.data_dir / CALIBRATION_DIR / build.fingerprint(self.trainer.groups)
+        kept = build.settings.data_dir / CALIBRATION_DIR / build.fingerprint((*self.trainer.groups, CalibrationConfig))
         kept.mkdir(parents=True, exist_ok=True)
         scores = np.empty((len(texts), 2))
         splits = StratifiedKFold(folds, shuffle=True, random_state=config.seed).split(texts, labels)
@@ -282,10 +310,25 @@ class Calibrate(Step):
             path = kept / f"fold-{fold + 1}-of-{folds}.npy"
             if not path.is_file():
                 model = self.trainer.fit(build, config, [texts[i] for i in fit], [labels[i] for i in fit], False)
+                model.offset = prior_offset(model, unlabeled, share)
                 np.save(path.with_suffix(".part.npy"), model.logits([texts[i] for i in held]))
                 path.with_suffix(".part.npy").replace(path)
             scores[held] = np.load(path)
         return scores
+
+
+def prior_texts(build: Pipeline) -> list[str]:
+    """The unlabeled reviews BERT's offset is fitted on: a seeded sample of --prior-reviews."""
+    s = build.settings
+    if not s.prior_reviews:
+        return []
+    return [r.text for r in sample_unlabeled(build.splits().unlabeled, s.prior_reviews, s.seed)]
+
+
+def prior_offset(model: BertClassifier, unlabeled: list[str], share: float, temperature: float = 1.0) -> float:
+    """The offset to ``model``'s log-odds that makes its mean probability of "positive" over the
+    ``unlabeled`` texts ``share`` (none: 0)."""
+    return fit_offset(model.logits(unlabeled), share, temperature) if unlabeled else 0.0
 
 
 def pretrained(build: Pipeline, config: Seeded) -> tuple[Seeded, dict]:
@@ -394,6 +437,7 @@ class LearningCurve(Step):
         runs = {(size, name): [] for size in sizes for name in MODELS if self.trains(build, name, size)}
         own = self.labels_only_accuracies(build)
         evaluation = evaluation_set(build)
+        unlabeled = prior_texts(build)
         progress = tqdm(total=len(runs) * len(seeds), desc="Learning curve", unit="model", disable=not build.progress)
         with logging_redirect_tqdm(), progress:  # each size's log line above the bar, not inside it
             for size in sizes:
@@ -403,7 +447,8 @@ class LearningCurve(Step):
                         if size == s.train_size and seed == s.seed and name in own:
                             runs[size, name].append(own[name])
                         else:
-                            runs[size, name].append(self.retrained_accuracy(build, name, seed, sample, evaluation))
+                            trained = self.retrained_accuracy(build, name, seed, sample, evaluation, unlabeled)
+                            runs[size, name].append(trained)
                         progress.update()
                 log.info(
                     "Learning curve at %d reviews, %d seeds: %s.", size, len(seeds),
@@ -433,12 +478,21 @@ class LearningCurve(Step):
 
     @staticmethod
     def retrained_accuracy(
-        build: Pipeline, name: str, seed: int, sample: list[RawReview], evaluation: tuple[list[str], list[str]]
+        build: Pipeline,
+        name: str,
+        seed: int,
+        sample: list[RawReview],
+        evaluation: tuple[list[str], list[str]],
+        unlabeled: list[str],
     ) -> float:
-        """Model ``name`` trained on ``sample`` with ``seed``: its accuracy on the evaluation set."""
+        """Model ``name`` trained on ``sample`` with ``seed`` (a BERT offset on ``unlabeled`` as the
+        build's is): its accuracy on the evaluation set."""
         kind = CLASSIFIERS[name]
         config, _ = pretrained(build, build.settings.group(kind.config_type).model_copy(update={"seed": seed}))
-        model = kind.train([r.text for r in sample], [r.label for r in sample], config, build.device, False)
+        labels = [r.label for r in sample]
+        model = kind.train([r.text for r in sample], labels, config, build.device, False)
+        if isinstance(model, BertClassifier):
+            model.offset = prior_offset(model, unlabeled, labels.count(POSITIVE) / len(labels))
         texts, gold = evaluation
         return accuracy(gold, model.predict_proba(texts)[:, 1])
 

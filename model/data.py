@@ -197,7 +197,10 @@ def read_unlabeled(path: Path, labelled: Iterable[RawReview]) -> list[UnlabeledR
         if (text := clean_text(text)) not in known:
             found.append(UnlabeledReview(key=f"train/unsup/{m.group(1)}_0", text=text))
     if not found:
-        raise DataError(f"{path}: no reviews in aclImdb/train/unsup/, so nothing to label.")
+        raise DataError(
+            f"{path}: no reviews in aclImdb/train/unsup/, which the distill recipe labels and BERT's "
+            "calibration reads (--prior-reviews); build with --recipe plain --prior-reviews 0 without them."
+        )
     return sorted(found, key=lambda r: int(r.key.split("/")[-1].split("_")[0]))
 
 

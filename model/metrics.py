@@ -1,7 +1,7 @@
 """Classification metrics for the run record: accuracy, F1, confusion, calibration."""
 
 import numpy as np
-from scipy.optimize import minimize_scalar
+from scipy.optimize import brentq, minimize_scalar
 from scipy.special import expit, log_expit
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
@@ -62,6 +62,18 @@ def fit_temperature(scores: np.ndarray, gold_labels: list[str]) -> float:
         return -float(np.mean(log_expit(sign * margin / np.exp(log_t))))
 
     return float(np.exp(minimize_scalar(nll, bounds=(-4.0, 4.0), method="bounded").x))
+
+
+def fit_offset(scores: np.ndarray, share_positive: float, temperature: float = 1.0) -> float:
+    """The offset b that, added to the log-odds of positive, makes the mean probability of
+    positive over texts whose labels are unknown equal ``share_positive``, the share of
+    positive texts expected among them: the class prior matched without labels (as the first
+    step of Saerens et al. 2002). ``scores`` are raw two-class scores, one row per text."""
+    margin = np.asarray(scores, dtype=float) @ np.array([-1.0, 1.0])
+    if not 0.0 < share_positive < 1.0:
+        raise ValueError(f"the share of positive texts must lie strictly between 0 and 1, not {share_positive}")
+    bound = float(np.abs(margin).max()) + abs(temperature * np.log(share_positive / (1 - share_positive))) + 1.0
+    return float(brentq(lambda b: expit((margin + b) / temperature).mean() - share_positive, -bound, bound))
 
 
 def tempered_p_positive(scores: np.ndarray, temperature: float) -> np.ndarray:

@@ -10,7 +10,13 @@ import model.bert
 from model.bert import BertClassifier, _stlr, head_and_tail, head_and_tail_sentences, resolve_device
 from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.explain import explain_sentences, explain_words
-from model.metrics import classification_report, expected_calibration_error, fit_temperature, tempered_p_positive
+from model.metrics import (
+    classification_report,
+    expected_calibration_error,
+    fit_offset,
+    fit_temperature,
+    tempered_p_positive,
+)
 from model.nbsvm import NbsvmClassifier, stemmed_tokens
 from model.sentences import split_sentences
 
@@ -135,18 +141,19 @@ def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp
     assert explanation.quality.stability == pytest.approx(1.0)
 
 
-def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch():
+@pytest.mark.parametrize("pooling, encoder", [("cls", "bert"), ("sentences", "encoder")])
+def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch(pooling, encoder):
     config = BertConfig(
         base_model=MINILM, epochs=1, batch_size=2, max_length=32, gradual_unfreezing=True,
-        discriminative_lr=2.6,
+        discriminative_lr=2.6, pooling=pooling,
     )  # fmt: skip
     device = resolve_device("cpu")
     start = BertClassifier.pretrained(config, device).model.state_dict()
     start = {k: v.clone() for k, v in start.items()}
     trained = BertClassifier.train([POSITIVE, NEGATIVE] * 2, ["positive", "negative"] * 2, config, device, False)
     after = trained.model.state_dict()
-    assert torch.equal(after["bert.embeddings.word_embeddings.weight"], start["bert.embeddings.word_embeddings.weight"])
-    assert torch.equal(after["bert.encoder.layer.5.output.dense.weight"], start["bert.encoder.layer.5.output.dense.weight"])
+    for frozen in ("embeddings.word_embeddings.weight", "encoder.layer.5.output.dense.weight"):
+        assert torch.equal(after[f"{encoder}.{frozen}"], start[f"{encoder}.{frozen}"])
     assert not torch.equal(after["classifier.weight"], start["classifier.weight"])
 
 
@@ -230,3 +237,20 @@ def test_temperature_scaling_recovers_the_temperature_that_made_the_labels():
     raw = expected_calibration_error(np.array([g == "positive" for g in gold]), tempered_p_positive(scores, 1.0))
     fitted = expected_calibration_error(np.array([g == "positive" for g in gold]), tempered_p_positive(scores, temperature))
     assert fitted < 0.03 < raw
+
+
+def test_the_prior_offset_undoes_a_lean_without_labels():
+    rng = np.random.default_rng(0)
+    fair = np.concatenate([rng.normal(4, 2, 2000), rng.normal(-4, 2, 2000)])  # half of each class
+    for lean in (-1.5, 0.0, 2.0):
+        scores = np.stack([np.zeros_like(fair), fair + lean], axis=1)
+        offset = fit_offset(scores, 0.5)
+        assert offset == pytest.approx(-lean, abs=0.15)
+        assert tempered_p_positive(scores + [0, offset], 1.0).mean() == pytest.approx(0.5, abs=1e-9)
+        tempered = fit_offset(scores, 0.5, temperature=3.0)  # the mean is matched at the temperature served
+        assert tempered_p_positive(scores + [0, tempered], 3.0).mean() == pytest.approx(0.5, abs=1e-9)
+    # a prior other than one half, and log-odds far beyond any offset's reach of it
+    extreme = np.array([[0.0, 40.0], [0.0, -40.0], [0.0, 45.0]])
+    assert tempered_p_positive(extreme + [0, fit_offset(extreme, 0.25)], 1.0).mean() == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        fit_offset(np.zeros((3, 2)), 1.0)

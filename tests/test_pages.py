@@ -486,6 +486,8 @@ def test_about_marks_a_distill_build_s_served_model_and_its_teacher(tmp_path):
     assert "for 2 epochs on the 500 labelled reviews plus 4,000 unlabeled reviews of the IMDB train split" in facts
     assert "<dt>Teacher</dt><dd>The pretrained encoder <code>sentence-transformers/all-mpnet-base-v2</code>" in facts
     assert "(temperature 1.62), fitted on 5 held-out folds of the training reviews" in facts
+    assert ("BERT's log-odds are offset by -0.41, so that its mean probability of \"positive\" over 1,000 "
+            "unlabeled reviews of the archive is the training reviews' share of positive ones (50 %)") in facts
 
 
 def test_about_says_when_bert_reads_sentence_by_sentence(tmp_path, web_client):

@@ -11,13 +11,17 @@ from statistics import fmean, stdev
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from app.cli import main
+from model.bert import BertClassifier
+from model.data import read_unlabeled, sample_unlabeled
 from tests.conftest import ROOT, SHARED_ARCHIVE, SHARED_MOVIES, empty_postgresql, needs_shared_data
 
 SMALL = [
     "--train-size", "24", "--titles", "2", "--eval-size", "30", "--epochs", "1",
-    "--max-length", "96", "--calibration-folds", "2", "--lime-samples", "8", "--word-lime-samples", "20",
+    "--max-length", "96", "--calibration-folds", "2", "--prior-reviews", "40", "--lime-samples", "8",
+    "--word-lime-samples", "20",
     "--learning-curve", "12,24,48", "--curve-seeds", "2",
 ]  # fmt: skip
 TABLES = ["movies", "reviews", "predictions", "sentences", "sentence_weights", "word_weights", "explanations", "runs"]
@@ -41,7 +45,7 @@ def build_args(tmp_path, archive, *extra) -> list[str]:
     return ["build", "--imdb", str(archive), "--data-dir", str(tmp_path / "data"), *SMALL, *extra]
 
 
-def test_build_end_to_end_on_the_real_archive(tmp_path, capsys):
+def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     needs_shared_data()
     assert main(build_args(tmp_path, SHARED_ARCHIVE, "--movies", str(SHARED_MOVIES))) == 0
     summary = capsys.readouterr().out
@@ -62,8 +66,13 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys):
     assert set(record["timings"]) == {"data", "nbsvm", "bert", "calibrate", "predict", "explain", "evaluate", "curve"}
     calibration = record["steps"]["calibrate"]
     assert calibration["folds"] == 2 and calibration["temperature"] > 0
-    assert json.loads((tmp_path / "data" / "models" / "bert" / "textflix.json").read_text())["temperature"] == \
-        calibration["temperature"]
+    assert calibration["prior_reviews"] == 40 and calibration["share_positive"] == 0.5
+    meta = json.loads((tmp_path / "data" / "models" / "bert" / "textflix.json").read_text())
+    assert (meta["temperature"], meta["offset"]) == (calibration["temperature"], calibration["offset"])
+    # the served BERT reads the 40 unlabeled reviews as positive with mean probability one half
+    served = BertClassifier.load(tmp_path / "data" / "models" / "bert", torch.device("cpu"))
+    unlabeled = sample_unlabeled(read_unlabeled(SHARED_ARCHIVE, real_reviews), 40, 42)
+    assert served.predict_proba([r.text for r in unlabeled])[:, 1].mean() == pytest.approx(0.5, abs=1e-3)
     curve = record["metrics"]["learning_curve"]
     assert curve["sizes"] == [12, 24, 48] and curve["seeds"] == 2
     for model in ("nbsvm", "bert"):

@@ -32,7 +32,8 @@ needs_ray = pytest.mark.skipif(
 )
 TINY = [
     "--train-size", "24", "--titles", "2", "--eval-size", "20", "--epochs", "1", "--max-length", "96",
-    "--calibration-folds", "0", "--lime-samples", "8", "--word-lime-samples", "20", "--faithfulness-draws", "2",
+    "--calibration-folds", "0", "--prior-reviews", "20", "--lime-samples", "8", "--word-lime-samples", "20",
+    "--faithfulness-draws", "2",
     "--learning-curve", "",
 ]  # fmt: skip
 # Every row the per-review steps write or read, with every column but the reviews' creation times.

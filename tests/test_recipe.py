@@ -25,7 +25,8 @@ UNLABELED = 120
 ARGS = [
     "--recipe", "distill", "--teacher-model", MINILM, "--teacher-epochs", "1", "--student-epochs", "1",
     "--unlabeled", str(UNLABELED), "--train-size", "24", "--titles", "1", "--eval-size", "20", "--epochs", "1",
-    "--lime-samples", "8", "--word-lime-samples", "10", "--faithfulness-draws", "2", "--learning-curve", "",
+    "--prior-reviews", "20", "--lime-samples", "8", "--word-lime-samples", "10", "--faithfulness-draws", "2",
+    "--learning-curve", "",
 ]  # fmt: skip
 
 
@@ -68,7 +69,9 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     archive, test_text = archive_with_a_test_copy
     data = tmp_path / "data"
     db = data / "textflix.db"
-    command = [sys.executable, "-m", "app.cli", "build", "--imdb", str(archive), "--data-dir", str(data), *ARGS]
+    # a student that reads sentence by sentence, taught by a teacher that reads whole texts
+    command = [sys.executable, "-m", "app.cli", "build", "--imdb", str(archive), "--data-dir", str(data), *ARGS,
+               "--pooling", "sentences"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -109,7 +112,8 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     metrics = json.loads(rows(db, "SELECT metrics FROM runs")[0][0])
     assert metrics["teacher"]["eval"]["n"] == 20 and 0 <= metrics["bert"]["eval"]["accuracy"] <= 1
     student = json.loads((data / "models" / "bert" / MODEL_META_FILE).read_text())
-    assert student["base_model"] == MINILM and student["epochs"] == 1
+    assert student["base_model"] == MINILM and student["epochs"] == 1 and student["pooling"] == "sentences"
+    assert json.loads((data / "models" / "teacher" / MODEL_META_FILE).read_text())["pooling"] == "cls"
 
 
 def test_recipe_auto_is_made_concrete_before_a_build_stores_it(tmp_path):

@@ -3,6 +3,7 @@ flag, the environment variable, the run record, the check that refuses mixed bui
 config the model is trained with."""
 
 import json
+import sqlite3
 
 import pytest
 from pydantic import Field
@@ -68,6 +69,21 @@ def test_a_database_built_before_the_field_existed_counts_it_at_its_default(tmp_
     assert nbsvm_fingerprint(after) == nbsvm_fingerprint(before)  # so the trained model is still current
     with pytest.raises(BuildError, match=r"\(nbsvm_alpha\)"):
         build(real_subset_archive, data, nbsvm_alpha=2.0)
+
+
+def test_a_database_built_before_pooling_and_the_offset_existed_counts_them_as_they_were(tmp_path, real_subset_archive):
+    """Their defaults now are the sentence model and an offset fitted on 1,000 reviews, but a record
+    that predates the settings was built with a whole-text model and no offset: it counts as that."""
+    data = tmp_path / "data"
+    before = {"pooling": "cls", "prior_reviews": 0}
+    build(real_subset_archive, data, settings_type=Settings, **before)
+    with sqlite3.connect(data / "textflix.db") as connection:
+        (config,) = connection.execute("SELECT config FROM runs").fetchone()
+        predating = {key: value for key, value in json.loads(config).items() if key not in before}
+        connection.execute("UPDATE runs SET config = ?", (json.dumps(predating),))
+    with pytest.raises(BuildError, match=r"was built with other settings \(pooling, prior_reviews\)"):
+        build(real_subset_archive, data, settings_type=Settings)
+    build(real_subset_archive, data, settings_type=Settings, **before)
 
 
 @pytest.mark.parametrize("value, sizes", [("", []), ("100,200", [100, 200]), ("100 200", [100, 200]), ("[100, 200]", [100, 200])])

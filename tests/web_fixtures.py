@@ -271,7 +271,8 @@ DISTILL_RUN = {
         "pseudo_label": {"seconds": 1500.0, "unlabeled": 4000, "labelled_by": "teacher"},
         "bert": {"seconds": 800.0, "recipe": "distill", "labelled": 500, "teacher_labelled": 4000, "teacher": "teacher",
                  "epochs": 2},
-        "calibrate": {"seconds": 600.0, "folds": 5, "temperature": 1.62},
+        "calibrate": {"seconds": 600.0, "folds": 5, "temperature": 1.62, "offset": -0.41, "prior_reviews": 1000,
+                      "share_positive": 0.5},
     },
     "metrics": {
         **RUN["metrics"],
