@@ -69,9 +69,9 @@ def fit_offset(scores: np.ndarray, share_positive: float, temperature: float = 1
     positive over texts whose labels are unknown equal ``share_positive``, the share of
     positive texts expected among them: the class prior matched without labels (as the first
     step of Saerens et al. 2002). ``scores`` are raw two-class scores, one row per text."""
-    margin = np.asarray(scores, dtype=float) @ np.array([-1.0, 1.0])
     if not 0.0 < share_positive < 1.0:
         raise ValueError(f"the share of positive texts must lie strictly between 0 and 1, not {share_positive}")
+    margin = np.asarray(scores, dtype=float) @ np.array([-1.0, 1.0])
     bound = float(np.abs(margin).max()) + abs(temperature * np.log(share_positive / (1 - share_positive))) + 1.0
     return float(brentq(lambda b: expit((margin + b) / temperature).mean() - share_positive, -bound, bound))
 

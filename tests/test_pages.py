@@ -490,6 +490,14 @@ def test_about_marks_a_distill_build_s_served_model_and_its_teacher(tmp_path):
             "unlabeled reviews of the archive is the training reviews' share of positive ones (50 %)") in facts
 
 
+def test_about_says_how_bert_was_calibrated_by_a_build_without_an_offset(tmp_path):
+    tempered_only = {"seconds": 60.0, "folds": 5, "temperature": 1.3}  # a record from before --prior-reviews
+    page, _ = about_with_run(tmp_path, {**RUN, "steps": {**RUN["steps"], "calibrate": tempered_only}})
+    facts = page.split('<dl class="facts">')[1].split("</dl>")[0]
+    assert "<dd>BERT's probabilities are tempered (temperature 1.30), fitted on 5 held-out folds" in facts
+    assert "offset" not in facts
+
+
 def test_about_says_when_bert_reads_sentence_by_sentence(tmp_path, web_client):
     page, _ = about_with_run(tmp_path, {**RUN, "config": {**RUN["config"], "pooling": "sentences"}})
     facts = page.split('<dl class="facts">')[1].split("</dl>")[0]
