@@ -19,7 +19,7 @@ from app.export import WRITERS
 from app.settings import ApiLimits, BuildEngine, Compute, Pages, Server, Settings, Storage
 from model.config import DISTILL, ConfigGroup, LimeConfig, Sources
 from model.curve import LEARNING_CURVE, point_text
-from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, MAIN_MODEL, MODELS, TEACHER, TRAIN
+from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MAIN_MODEL, MODELS, TEACHER, TRAIN
 
 FLAG_NAMES = {"database_url": "--database"}
 # Each command takes the flags of these groups; "build" also takes every group that shapes the build.
@@ -270,7 +270,8 @@ def recipe_line(record: dict) -> str:
         made = "recipe plain (stronger, from the same labels: --recipe distill, see README)"
     calibration = steps.get("calibrate", {})
     offset, temperature = calibration.get("offset"), calibration.get("temperature")
-    made += f", offset {offset:+.2f}" if offset else ""
+    per = f" per {calibration['offset_per']}" if "offset_per" in calibration else ""
+    made += f", offset {offset:+.3f}{per}" if offset else ""
     return made + (f", temperature {temperature:.2f}" if temperature else "")
 
 
@@ -291,6 +292,8 @@ def summary(record: dict, settings: Settings) -> str:
             lines.append(
                 f"  {model:8} {split:10} {m['accuracy']:8.3f} {m['f1']:6.3f} {m['ece']:6.3f}"
             )
+    if lengths := metrics.get(LENGTHS):
+        lines += ["", *length_lines(lengths)]
     if curve := metrics.get(LEARNING_CURVE):
         lines += ["", *curve_lines(curve)]
     timings = record["timings"]
@@ -300,6 +303,19 @@ def summary(record: dict, settings: Settings) -> str:
         + f" · total {sum(timings.values()):,.0f} s",
     ]
     return "\n".join(lines)
+
+
+def length_lines(lengths: dict) -> list[str]:
+    """The length table (``model.lengths``): a row per band of sentences, accuracy per model."""
+    lines = [
+        "  accuracy by length, evaluation reviews whole and cut (sentences)",
+        f"  {'band':>8} {'texts':>7} " + " ".join(f"{DISPLAY_NAMES[model]:>8}" for model in MODELS),
+    ]
+    for i, band in enumerate(lengths["bands"]):
+        values = (lengths[model][i] for model in MODELS)
+        row = " ".join("       –" if value is None else f"{value:8.3f}" for value in values)
+        lines.append(f"  {band:>8} {lengths['n'][i]:>7,} {row}")
+    return lines
 
 
 def curve_lines(curve: dict) -> list[str]:

@@ -27,11 +27,13 @@ from model.names import (
     DISPLAY_NAMES,
     EVAL,
     IMDB,
+    LENGTHS,
     MAIN_MODEL,
     MODELS,
     NEGATIVE,
     POSITIVE,
     SENTENCE,
+    SST2,
     STUDENT,
     TEACHER,
     USER,
@@ -780,12 +782,13 @@ def about(session: Session) -> dict:
         {
             "model": model,
             "name": DISPLAY_NAMES[model],
-            "sets": {name: metrics[model][name] for name in (EVAL, CATALOGUE) if name in metrics.get(model, {})},
+            "sets": {name: metrics[model][name] for name in (EVAL, CATALOGUE, SST2) if name in metrics.get(model, {})},
         }
         for model in MODELS
     ]
     page["timings"] = [{"step": step, "seconds": seconds} for step, seconds in record["timings"].items()]
     page["total_seconds"] = sum(seconds or 0.0 for seconds in record["timings"].values())
+    page["lengths"] = metrics.get(LENGTHS)
     page["learning_curve"] = learning_curve(record, run.steps or {})
     page["explanation_quality"] = explanation_quality(session)
     return page

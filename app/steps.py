@@ -29,7 +29,7 @@ from app.engines import run_tasks
 from app.pipeline import BuildError, Pipeline, Step
 from app.work import EXPLAIN_TASKS, PREDICT_TASKS, Task
 from model.artifacts import read_meta, saved_fingerprint, update_meta
-from model.bert import OFFSET, TEMPERATURE, BertClassifier, gold_targets
+from model.bert import OFFSET, OFFSET_PER, TEMPERATURE, BertClassifier, gold_targets
 from model.config import (
     CLS,
     DISTILL,
@@ -43,16 +43,19 @@ from model.config import (
     TeacherConfig,
 )
 from model.curve import LEARNING_CURVE, point_text, series, spread
-from model.data import RawReview, balanced_sample, sample_unlabeled
+from model.data import RawReview, balanced_sample, read_sst2, sample_unlabeled
+from model.lengths import BAND_NAMES, band_accuracies, band_sizes, length_set
 from model.metrics import accuracy, classification_report, fit_offset, fit_temperature, tempered_p_positive
 from model.names import (
     CATALOGUE,
     DISPLAY_NAMES,
     EVAL,
     IMDB,
+    LENGTHS,
     MAIN_MODEL,
     MODELS,
     POSITIVE,
+    SST2,
     STUDENT,
     TEACHER,
     TRAIN,
@@ -267,7 +270,9 @@ class Calibrate(Step):
             meta = read_meta(model_dir(build.settings.models_dir, self.trainer.name))
         except FileNotFoundError:
             return False
-        return TEMPERATURE in meta and (OFFSET in meta or not build.settings.prior_reviews)
+        if not build.settings.prior_reviews:
+            return TEMPERATURE in meta
+        return TEMPERATURE in meta and OFFSET in meta and meta.get(OFFSET_PER) == build.settings.offset_per
 
     def prepare(self, build: Pipeline) -> None:
         if build.settings.prior_reviews:
@@ -287,14 +292,15 @@ class Calibrate(Step):
                      temperature, raw["ece"], calibrated["ece"])  # fmt: skip
             facts = {"folds": s.calibration_folds, TEMPERATURE: temperature, "held_out_accuracy": raw["accuracy"],
                      "held_out_ece": raw["ece"], "held_out_ece_calibrated": calibrated["ece"]}  # fmt: skip
-        served = load_trained_bert(build, self.trainer.name)
-        served.offset = 0.0  # fitted afresh, whatever an earlier calibration wrote
-        offset = prior_offset(served, unlabeled, share, facts[TEMPERATURE])
+        served = load_trained_bert(build, self.trainer.name)  # fitted afresh, whatever an earlier calibration wrote
+        offset = set_prior_offset(served, unlabeled, share, s.offset_per, facts[TEMPERATURE])
         if unlabeled:
-            log.info("Calibration: offset %+.2f to BERT's log-odds, so that its mean probability of positive over "
-                     "%d unlabeled reviews is %.2f, the training reviews' share.", offset, len(unlabeled), share)  # fmt: skip
-        update_meta(model_dir(s.models_dir, self.trainer.name), {TEMPERATURE: facts[TEMPERATURE], OFFSET: offset})
-        return {**facts, OFFSET: offset, "prior_reviews": len(unlabeled), "share_positive": share}
+            log.info("Calibration: offset %+.3f to BERT's log-odds per %s, so that its mean probability of positive "
+                     "over %d unlabeled reviews is %.2f, the training reviews' share.",
+                     offset, s.offset_per, len(unlabeled), share)  # fmt: skip
+        meta = {TEMPERATURE: facts[TEMPERATURE], OFFSET: offset, OFFSET_PER: s.offset_per}
+        update_meta(model_dir(s.models_dir, self.trainer.name), meta)
+        return {**facts, OFFSET: offset, OFFSET_PER: s.offset_per, "prior_reviews": len(unlabeled), "share_positive": share}
 
     def held_out_scores(
         self, build: Pipeline, texts: list[str], labels: list[str], unlabeled: list[str], share: float
@@ -310,7 +316,7 @@ class Calibrate(Step):
             path = kept / f"fold-{fold + 1}-of-{folds}.npy"
             if not path.is_file():
                 model = self.trainer.fit(build, config, [texts[i] for i in fit], [labels[i] for i in fit], False)
-                model.offset = prior_offset(model, unlabeled, share)
+                set_prior_offset(model, unlabeled, share, build.settings.offset_per)
                 np.save(path.with_suffix(".part.npy"), model.logits([texts[i] for i in held]))
                 path.with_suffix(".part.npy").replace(path)
             scores[held] = np.load(path)
@@ -325,10 +331,16 @@ def prior_texts(build: Pipeline) -> list[str]:
     return [r.text for r in sample_unlabeled(build.splits().unlabeled, s.prior_reviews, s.seed)]
 
 
-def prior_offset(model: BertClassifier, unlabeled: list[str], share: float, temperature: float = 1.0) -> float:
-    """The offset to ``model``'s log-odds that makes its mean probability of "positive" over the
-    ``unlabeled`` texts ``share`` (none: 0)."""
-    return fit_offset(model.logits(unlabeled), share, temperature) if unlabeled else 0.0
+def set_prior_offset(
+    model: BertClassifier, unlabeled: list[str], share: float, offset_per: str, temperature: float = 1.0
+) -> float:
+    """Give ``model`` the offset, added ``offset_per`` sentence or text to its log-odds, that makes
+    its mean probability of "positive" over the ``unlabeled`` texts ``share`` (none: 0); returns it."""
+    model.offset, model.offset_per = 0.0, offset_per
+    if unlabeled:
+        scores, units = model.raw_scores(unlabeled)
+        model.offset = fit_offset(scores, share, temperature, units)
+    return model.offset
 
 
 def pretrained(build: Pipeline, config: Seeded) -> tuple[Seeded, dict]:
@@ -381,9 +393,21 @@ def planned(build: Pipeline, tasks: list[Task], what: str) -> list[tuple[Task, l
 
 
 class Evaluate(Step):
+    """Each model's report (accuracy, F1, confusion, ECE, reliability) on the evaluation reviews,
+    the catalogue and, with --sst2, one-line reviews; and the length table (``model.lengths``)."""
+
     name = "evaluate"
-    reads = ("predictions", "gold labels")
+    reads = ("predictions", "gold labels", "evaluation reviews", "SST-2", "models")
     writes = ("run metrics",)
+
+    def prepare(self, build: Pipeline) -> None:
+        if build.settings.sst2:  # a bad file stops the build before its training, not after
+            read_sst2(build.settings.sst2)
+
+    def up_to_date(self, build: Pipeline) -> bool:
+        """Evaluated with this build's --sst2 (set or not), and by length: else evaluated again."""
+        metrics = build.run_record().metrics
+        return LENGTHS in metrics and (SST2 in metrics.get(MAIN_MODEL, {})) == bool(build.settings.sst2)
 
     def run(self, build: Pipeline) -> None:
         metrics = {name: {} for name in MODELS}
@@ -396,16 +420,26 @@ class Evaluate(Step):
                         .where(Review.split == split, Review.source == IMDB, Prediction.model == name)
                     ).all()
                     metrics[name][split] = classification_report([r.label for r in rows], [r.p_positive for r in rows])
+        texts, labels, bands = length_set(*evaluation_set(build))
+        short = read_sst2(build.settings.sst2) if build.settings.sst2 else None
+        log.info("Evaluate: %d texts of the length table%s, for each model.", len(texts),
+                 f" and {len(short[0])} SST-2 sentences" if short else "")  # fmt: skip
+        lengths = {"bands": BAND_NAMES, "n": band_sizes(bands)}
+        for name in MODELS:
+            model = build.model(name)
+            lengths[name] = band_accuracies(labels, model.predict_proba(texts)[:, 1], bands)
+            if short:
+                metrics[name][SST2] = report_on(model, *short)
         if build.settings.recipe == DISTILL:
-            metrics[TEACHER] = {EVAL: teacher_report(build)}
-        build.update_run(metrics=metrics)
+            teacher = load_trained_bert(build, TEACHER)
+            sets = {EVAL: evaluation_set(build), **({SST2: short} if short else {})}
+            metrics[TEACHER] = {name: report_on(teacher, *texts_labels) for name, texts_labels in sets.items()}
+        build.update_run(metrics={**metrics, LENGTHS: lengths})
 
 
-def teacher_report(build: Pipeline) -> dict:
-    """The teacher's scores on the evaluation set: it is not served, so it has no predictions."""
-    texts, gold = evaluation_set(build)
-    p_positive = load_trained_bert(build, TEACHER).predict_proba(texts)[:, 1]
-    return classification_report(gold, p_positive.tolist())
+def report_on(model: Classifier, texts: list[str], labels: list[str]) -> dict:
+    """``model``'s classification report on labelled ``texts``."""
+    return classification_report(labels, model.predict_proba(texts)[:, 1].tolist())
 
 
 def evaluation_set(build: Pipeline) -> tuple[list[str], list[str]]:
@@ -492,7 +526,7 @@ class LearningCurve(Step):
         labels = [r.label for r in sample]
         model = kind.train([r.text for r in sample], labels, config, build.device, False)
         if isinstance(model, BertClassifier):
-            model.offset = prior_offset(model, unlabeled, labels.count(POSITIVE) / len(labels))
+            set_prior_offset(model, unlabeled, labels.count(POSITIVE) / len(labels), build.settings.offset_per)
         texts, gold = evaluation
         return accuracy(gold, model.predict_proba(texts)[:, 1])
 

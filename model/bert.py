@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from model import checkpoints
 from model.artifacts import atomic_directory, read_meta
-from model.config import PREDATING_VALUES, SENTENCE_WINDOWS, SENTENCES, BertConfig
+from model.config import PER_SENTENCE, PREDATING_VALUES, SENTENCE_WINDOWS, SENTENCES, BertConfig
 from model.names import BERT, DISPLAY_NAMES, LABELS, POSITIVE
 from model.sentences import split_sentences
 
@@ -37,6 +37,7 @@ STLR_RATIO = 32.0  # peak learning rate / lowest learning rate
 MEAN_POOLED_HEAD_FILE = "mean_pooled_head.safetensors"
 TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
 OFFSET = "offset"  # and of the offset added to its log-odds (app.steps.Calibrate)
+OFFSET_PER = "offset_per"  # and of how often it is added (model.config.CalibrationConfig)
 log = logging.getLogger("textflix")
 
 
@@ -229,6 +230,7 @@ class BertClassifier:
         temperature: float = 1.0,
         int8: bool = False,
         offset: float = 0.0,
+        offset_per: str = PER_SENTENCE,
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -242,8 +244,10 @@ class BertClassifier:
         # app.steps.Calibrate fits it on held-out folds of the training reviews.
         self.temperature = temperature
         # Added to the log-odds of "positive": app.steps.Calibrate fits it on unlabeled reviews, so
-        # that the model reads them as positive as often as the training reviews are.
+        # that the model reads them as positive as often as the training reviews are. It is added
+        # once per sentence a sentence model reads (``offset_per``; ``raw_scores``'s units).
         self.offset = offset
+        self.offset_per = offset_per
         # Whether the linear layers are int8 (``int8_linears``). Their activations are scaled over
         # a whole batch: batched, a text's score would depend on its batch neighbours (up to 0.13
         # in probability), so such a model scores texts singly, and in float32, the only input
@@ -341,10 +345,23 @@ class BertClassifier:
         batches of at most ``max_tokens`` (default: the classifier's own) padded tokens, so short
         ones do not pay for long ones; a sentence that several texts share is read once.
         """
+        scores, units = self.raw_scores(texts, max_tokens)
+        scores[:, 1] += self.offset * units
+        return scores
+
+    @torch.inference_mode()
+    def raw_scores(self, texts: list[str], max_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The scores of ``logits`` before the offset, and how many times the offset is added to
+        each text: once per sentence a sentence model reads of it (none for an empty text), so
+        the offset is a change of each sentence's bias and the sentence weights stay exact; once
+        per text for a whole-text model, or with ``offset_per`` "text"."""
         ids, members = self.read_units(texts)
         scores = self.text_logits(ids, members, 1 if self.int8 else max_tokens or self.max_tokens)
-        scores[:, 1] += self.offset
-        return scores.cpu().numpy()
+        if self.per_sentence and self.offset_per == PER_SENTENCE:
+            units = np.array([len(own) for own in members], dtype=float)
+        else:
+            units = np.ones(len(texts))
+        return scores.cpu().numpy(), units
 
     def read_units(self, texts: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
         """The token ids of what the model reads of ``texts``, each distinct one once, and for each
@@ -422,7 +439,8 @@ class BertClassifier:
         if int8:
             model = int8_linears(model)
         temperature, offset = meta.get(TEMPERATURE, 1.0), meta.get(OFFSET, 0.0)
-        return cls(model, tokenizer, device, config, max_tokens, temperature, int8=int8, offset=offset)
+        offset_per = meta.get(OFFSET_PER, PREDATING_VALUES[OFFSET_PER])
+        return cls(model, tokenizer, device, config, max_tokens, temperature, int8, offset, offset_per)
 
 
 def int8_linears(model: torch.nn.Module) -> torch.nn.Module:

@@ -28,7 +28,9 @@ SENTENCES = "sentences"  # BertConfig.pooling: each sentence read alone, their s
 SENTENCE_WINDOWS = 2
 # What a build setting was in run records and model folders written before the setting
 # existed, where its default now is another.
-PREDATING_VALUES = {"pooling": CLS, "prior_reviews": 0}
+PREDATING_VALUES = {"pooling": CLS, "prior_reviews": 0, "offset_per": "text"}
+# CalibrationConfig.offset_per: BERT's offset added once per sentence it reads, or once per text.
+PER_SENTENCE, PER_TEXT = "sentence", "text"
 
 
 class ConfigGroup(BaseModel):
@@ -54,6 +56,10 @@ class Sources(ConfigGroup):
         "none for another URL (the download is used unverified) or a local path.",
     )
     movies: Path | None = Field(None, description="Movie metadata TSV (movies.tsv format).")
+    sst2: Path | None = Field(
+        None, description="SST-2's dev.tsv: one-line movie reviews the models are evaluated on beside the IMDB "
+        "sets (never trained on); none: no such set."
+    )  # fmt: skip
 
     @field_validator("imdb_sha256", mode="before")
     @classmethod
@@ -168,6 +174,13 @@ class CalibrationConfig(ConfigGroup):
         1000, ge=0, description="Unlabeled reviews (a seeded sample of train/unsup) that the served BERT's "
         "log-odds are offset on, so that its mean probability of 'positive' over them is the training "
         "reviews' share of positives; 0: no offset."
+    )  # fmt: skip
+    offset_per: Literal["sentence", "text"] = Field(
+        PER_SENTENCE, description="How often BERT's offset is added to a text's log-odds: once per sentence a "
+        "sentence model reads (the model's own bias is per sentence too, so a one-line review gets a tenth of "
+        "what a ten-sentence review gets, and an empty text none; a whole-text model reads one unit, the text), "
+        "or once per text whatever its length (the default before, which moved one-line reviews as far as "
+        "whole reviews)."
     )  # fmt: skip
 
 

@@ -305,6 +305,30 @@ def read_movies(path: Path, wanted: set[str]) -> dict[str, dict]:
         raise DataError(f"{path}: not a readable TSV ({error}).") from error
 
 
+def read_sst2(path: Path) -> tuple[list[str], list[str]]:
+    """Texts and labels of an SST-2 file (GLUE's TSV: a header naming a ``sentence`` or ``text``
+    column and a ``label`` column of 0 or 1): one-line reviews to evaluate on, never to train on."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            text_column = next((c for c in ("sentence", "text") if c in (reader.fieldnames or [])), None)
+            if text_column is None or "label" not in reader.fieldnames:
+                raise DataError(f"{path}: bad header, expected a sentence (or text) column and a label column.")
+            texts, labels = [], []
+            for line, row in enumerate(reader, start=2):
+                if row["label"] not in ("0", "1") or not (row[text_column] or "").strip():
+                    raise DataError(f"{path}, line {line}: expected a text and a label of 0 or 1.")
+                texts.append(row[text_column].strip())
+                labels.append(POSITIVE if row["label"] == "1" else NEGATIVE)
+    except FileNotFoundError as error:
+        raise DataError(f"{path}: no such file (expected SST-2's dev.tsv).") from error
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise DataError(f"{path}: not a readable TSV ({error}).") from error
+    if not texts:
+        raise DataError(f"{path}: no sentences.")
+    return texts, labels
+
+
 def _movie(row: dict) -> dict:
     # OMDb writes "N/A" for unknown values and "#DUPE#" for a title merged into another.
     cells = {k: (None if v in ("", "N/A", "#DUPE#") else v) for k, v in row.items()}

@@ -64,16 +64,21 @@ def fit_temperature(scores: np.ndarray, gold_labels: list[str]) -> float:
     return float(np.exp(minimize_scalar(nll, bounds=(-4.0, 4.0), method="bounded").x))
 
 
-def fit_offset(scores: np.ndarray, share_positive: float, temperature: float = 1.0) -> float:
-    """The offset b that, added to the log-odds of positive, makes the mean probability of
-    positive over texts whose labels are unknown equal ``share_positive``, the share of
-    positive texts expected among them: the class prior matched without labels (as the first
-    step of Saerens et al. 2002). ``scores`` are raw two-class scores, one row per text."""
+def fit_offset(
+    scores: np.ndarray, share_positive: float, temperature: float = 1.0, units: np.ndarray | None = None
+) -> float:
+    """The offset b that, added ``units`` times to the log-odds of positive of each text (default:
+    once), makes the mean probability of positive over texts whose labels are unknown equal
+    ``share_positive``, the share of positive texts expected among them: the class prior matched
+    without labels (as the first step of Saerens et al. 2002). ``scores`` are raw two-class
+    scores, one row per text."""
     if not 0.0 < share_positive < 1.0:
         raise ValueError(f"the share of positive texts must lie strictly between 0 and 1, not {share_positive}")
     margin = np.asarray(scores, dtype=float) @ np.array([-1.0, 1.0])
+    units = np.ones(len(margin)) if units is None else np.asarray(units, dtype=float)
+    # units are whole counts: at b = ±bound every text read at least once is past the share
     bound = float(np.abs(margin).max()) + abs(temperature * np.log(share_positive / (1 - share_positive))) + 1.0
-    return float(brentq(lambda b: expit((margin + b) / temperature).mean() - share_positive, -bound, bound))
+    return float(brentq(lambda b: expit((margin + b * units) / temperature).mean() - share_positive, -bound, bound))
 
 
 def tempered_p_positive(scores: np.ndarray, temperature: float) -> np.ndarray:

@@ -22,6 +22,9 @@ TEACHER, STUDENT = "teacher", BERT
 # Review.split: the role a review plays. Reviews posted by users are shown with the
 # catalogue, so they take the catalogue split (and source "user").
 TRAIN, CATALOGUE, EVAL = "train", "catalogue", "eval"
+# Evaluation sets that are not reviews of the database: one-line reviews (SST-2, --sst2), and
+# the length table of the run record's metrics (model.lengths).
+SST2, LENGTHS = "sst2", "lengths"
 
 # Review.source: the IMDB archive, or a user of the site (whose labels are not gold).
 IMDB, USER = "imdb", "user"

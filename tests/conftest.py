@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 SHARED_ARCHIVE = SHARED_DATA / "aclImdb_v1.tar.gz"
 SHARED_MOVIES = SHARED_DATA / "movies.tsv"
+SHARED_SST2 = SHARED_DATA / "sst2_dev.tsv"
 MEMBER = re.compile(r"^aclImdb/(train|test)/(pos|neg)/(\d+)_\d+\.txt$")
 UNSUP_MEMBER = re.compile(r"^aclImdb/train/unsup/(\d+)_0\.txt$")
 SUBSET_UNSUP = 200  # unlabeled reviews in real_subset_archive

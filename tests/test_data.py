@@ -15,7 +15,8 @@ from app.pipeline import BuildError, Pipeline
 from app.settings import Settings
 from app.steps import ReadData
 from model.config import IMDB_SHA256, IMDB_URL, Sources, SplitConfig
-from model.data import DataError, download, locate_archive, make_splits, read_archive, read_movies
+from model.data import DataError, download, locate_archive, make_splits, read_archive, read_movies, read_sst2
+from model.lengths import band_accuracies, band_sizes, length_set
 from tests.conftest import SHARED_MOVIES, write_archive
 
 URL = "http://www.imdb.com/title/{}/usercomments"
@@ -235,3 +236,29 @@ def test_movies_tsv(tmp_path):
     bad.write_text("id\tname\ntt1\tx\n")
     with pytest.raises(DataError, match=r"movies.tsv: bad header, missing column\(s\) tconst, title"):
         read_movies(bad, {"tt1"})
+
+
+def test_sst2_is_read_as_one_line_reviews_and_a_bad_file_is_named(tmp_path):
+    good = tmp_path / "dev.tsv"
+    good.write_text("sentence\tlabel\nit 's a charming journey . \t1\nunflinchingly bleak \t0\n", encoding="utf-8")
+    assert read_sst2(good) == (["it 's a charming journey .", "unflinchingly bleak"], ["positive", "negative"])
+    for name, content, problem in (
+        ("header.tsv", "words\tlabel\na\t1\n", "bad header"),
+        ("label.tsv", "text\tlabel\na\t2\n", "line 2: expected a text and a label of 0 or 1"),
+        ("empty.tsv", "text\tlabel\n", "no sentences"),
+    ):
+        (tmp_path / name).write_text(content, encoding="utf-8")
+        with pytest.raises(DataError, match=problem):
+            read_sst2(tmp_path / name)
+    with pytest.raises(DataError, match="no such file"):
+        read_sst2(tmp_path / "missing.tsv")
+
+
+def test_the_length_table_cuts_each_review_into_its_first_sentences():
+    texts = ["One. Two. Three.", "Alone here.", " ".join(f"This is {word}." for word in "a b c d e f g h i".split())]
+    cut, labels, bands = length_set(texts, ["positive", "negative", "negative"])
+    assert cut[:3] == ["One.", "One. Two.", "One. Two. Three."]
+    assert bands[:3] == ["1", "2–3", "2–3"] and cut[3] == "Alone here." and bands[3] == "1"
+    assert bands[4:] == ["1", "2–3", "2–3", "4–6", "4–6", "4–6", "7+"] and labels[4:] == ["negative"] * 7
+    assert band_sizes(bands) == [3, 4, 3, 1]
+    assert band_accuracies(labels, [0.9, 0.9, 0.1, 0.2] + [0.1] * 7, bands) == [1.0, 0.75, 1.0, 1.0]

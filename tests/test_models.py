@@ -138,6 +138,19 @@ def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp
     assert np.argsort(explanation.weights).tolist() == np.argsort(alone).tolist()
     assert np.corrcoef(explanation.weights, alone)[0, 1] > 0.99
     assert explanation.score > 0.95  # not 1: the ridge, and bfloat16 where the CPU has it
+
+    # An offset per sentence is a change of each sentence's bias: the model stays additive, an
+    # empty text stays at even odds, and a one-sentence text's weight has its prediction's sign.
+    classifier.offset, classifier.offset_per = -1.5, "sentence"
+    shifted = log_odds([s.text for s in sentences])
+    assert shifted == pytest.approx(alone - 1.5, abs=1e-4)
+    assert log_odds([review, ""]).tolist() == pytest.approx([shifted.sum(), 0.0], abs=1e-4)
+    for text in (sentences[0].text, sentences[2].text):
+        one = split_sentences(text)
+        weight = explain_sentences(text, one, classifier.predict_proba, LimeConfig(lime_samples=16, seed=0)).weights[0]
+        assert np.sign(weight) == np.sign(log_odds([text])[0]) != 0
+    classifier.offset_per = "text"  # the default before: the same offset whatever the length
+    assert log_odds([review, ""]).tolist() == pytest.approx([alone.sum() - 1.5, -1.5], abs=1e-4)
     assert explanation.quality.stability == pytest.approx(1.0)
 
 
@@ -254,3 +267,9 @@ def test_the_prior_offset_undoes_a_lean_without_labels():
     assert tempered_p_positive(extreme + [0, fit_offset(extreme, 0.25)], 1.0).mean() == pytest.approx(0.25)
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         fit_offset(np.zeros((3, 2)), 1.0)
+    # added once per sentence: texts of 1 to 20 sentences, each leaning 0.3 per sentence
+    units = rng.integers(1, 21, len(fair)).astype(float)
+    scores = np.stack([np.zeros_like(fair), fair + 0.3 * units], axis=1)
+    per_sentence = fit_offset(scores, 0.5, units=units)
+    assert per_sentence == pytest.approx(-0.3, abs=0.05)
+    assert tempered_p_positive(scores + np.outer(units, [0, per_sentence]), 1.0).mean() == pytest.approx(0.5, abs=1e-9)

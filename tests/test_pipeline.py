@@ -16,7 +16,7 @@ import torch
 from app.cli import main
 from model.bert import BertClassifier
 from model.data import read_unlabeled, sample_unlabeled
-from tests.conftest import ROOT, SHARED_ARCHIVE, SHARED_MOVIES, empty_postgresql, needs_shared_data
+from tests.conftest import ROOT, SHARED_ARCHIVE, SHARED_MOVIES, SHARED_SST2, empty_postgresql, needs_shared_data
 
 SMALL = [
     "--train-size", "24", "--titles", "2", "--eval-size", "30", "--epochs", "1",
@@ -47,10 +47,14 @@ def build_args(tmp_path, archive, *extra) -> list[str]:
 
 def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     needs_shared_data()
-    assert main(build_args(tmp_path, SHARED_ARCHIVE, "--movies", str(SHARED_MOVIES))) == 0
+    sst2 = tmp_path / "sst2_dev.tsv"  # a handful of SST-2's one-line reviews, as an evaluation set
+    sst2.write_text("".join(SHARED_SST2.read_text(encoding="utf-8").splitlines(keepends=True)[:9]), encoding="utf-8")
+    extra = ("--movies", str(SHARED_MOVIES), "--sst2", str(sst2))
+    assert main(build_args(tmp_path, SHARED_ARCHIVE, *extra)) == 0
     summary = capsys.readouterr().out
     assert "bert" in summary and "nbsvm" in summary and "accuracy" in summary
     assert "learning curve, evaluation accuracy, mean ± std over 2 seeds" in summary
+    assert "accuracy by length" in summary and "sst2" in summary
 
     assert main(["report", "--json", "--data-dir", str(tmp_path / "data")]) == 0
     record = json.loads(capsys.readouterr().out)
@@ -63,9 +67,17 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
             assert 0 <= metrics["accuracy"] <= 1 and 0 <= metrics["ece"] <= 1
             assert sum(map(sum, metrics["confusion"])) == metrics["n"]
     assert record["metrics"]["bert"]["eval"]["n"] == 30
+    for model in ("bert", "nbsvm"):
+        assert record["metrics"][model]["sst2"]["n"] == 8
+        assert sum(map(sum, record["metrics"][model]["sst2"]["confusion"])) == 8
+    lengths = record["metrics"]["lengths"]
+    assert lengths["bands"] == ["1", "2–3", "4–6", "7+"]
+    assert lengths["n"][0] == 30  # every evaluation review's first sentence (none is one sentence long)
+    assert sum(lengths["n"]) > 30 * 4  # the 30 reviews whole, and cut to 1, 2, … 6 sentences
+    assert all(0 <= a <= 1 for model in ("bert", "nbsvm") for a in lengths[model])
     assert set(record["timings"]) == {"data", "nbsvm", "bert", "calibrate", "predict", "explain", "evaluate", "curve"}
     calibration = record["steps"]["calibrate"]
-    assert calibration["folds"] == 2 and calibration["temperature"] > 0
+    assert calibration["folds"] == 2 and calibration["temperature"] > 0 and calibration["offset_per"] == "sentence"
     assert calibration["prior_reviews"] == 40 and calibration["share_positive"] == 0.5
     meta = json.loads((tmp_path / "data" / "models" / "bert" / "textflix.json").read_text())
     assert (meta["temperature"], meta["offset"]) == (calibration["temperature"], calibration["offset"])
@@ -103,7 +115,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     assert count(db, "SELECT COUNT(*) FROM sqlite_stat1 WHERE tbl = 'reviews'") > 0  # the planner's statistics
 
     before = snapshot(db)
-    assert main(build_args(tmp_path, SHARED_ARCHIVE, "--movies", str(SHARED_MOVIES))) == 0
+    assert main(build_args(tmp_path, SHARED_ARCHIVE, *extra)) == 0
     assert snapshot(db) == before  # a second complete run changes nothing
 
     # the export of a real build: every catalogue review, with both models' figures and the words
