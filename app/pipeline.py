@@ -214,9 +214,10 @@ class Pipeline:
 
     def fingerprint(self, groups: Sequence[type[ConfigGroup]]) -> str:
         """Names what a trained model is made from: the build's values of the settings ``groups``
-        (as the run record has them) and the training set. Other settings (LIME's, say) do not
-        count, so changing them does not retrain the model."""
+        (as the run record has them), its data version and the training set. Other settings (LIME's,
+        say) do not count, so changing them does not retrain the model."""
         fields = {name for group in groups for name in self.settings.group_class(group).model_fields}
+        fields.add("data_version")
         config = {name: value for name, value in self.config.items() if name in fields}
         blob = json.dumps({"config": config, "train": sorted(self.training_set[0])}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
