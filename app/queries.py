@@ -289,14 +289,19 @@ def movie_of(session: Session, title_id: str) -> dict:
     return movie_dict(session.execute(MOVIE_OF_TITLE, {"title_id": title_id}).first(), title_id)
 
 
+def display_title(title: str | None, title_id: str) -> str:
+    """What pages and the API call a title: its name, or a label that says it has none."""
+    return title or f"Untitled ({title_id})"
+
+
 def movie_dict(movie, title_id: str) -> dict:
     """A title's metadata as the pages show it (a row of ``MOVIE_COLUMNS``), or only its id where
     the catalogue has none."""
     if movie is None:
-        return {"title_id": title_id, "title": title_id, "has_metadata": False, "genres": []}
+        return {"title_id": title_id, "title": display_title(None, title_id), "has_metadata": False, "genres": []}
     return {
         "title_id": movie.title_id,
-        "title": movie.title or movie.title_id,
+        "title": display_title(movie.title, movie.title_id),
         "has_metadata": movie.title is not None,
         "year": movie.year,
         "runtime_min": movie.runtime_min,
@@ -635,7 +640,7 @@ def _disagreement_list(session: Session) -> dict:
     for row in rows:
         winner = next((m for m, p in row["predictions"].items() if row["gold"] is not None and p["label"] == row["gold"]), None)
         right[winner or "unknown"] += 1
-        entries.append({"id": row["id"], "title": titles.get(row["title_id"]) or row["title_id"], "right": winner})
+        entries.append({"id": row["id"], "title": display_title(titles.get(row["title_id"]), row["title_id"]), "right": winner})
     entries.sort(key=lambda entry: (entry["title"].casefold(), entry["id"]))
     return {"entries": entries, "right": right}
 

@@ -122,6 +122,29 @@ def test_catalogue_takes_titles_with_most_short_reviews(tiny_archive):
     assert {r.key for r in splits.eval} == {"test/pos/1_9", "test/neg/1_2"} - {"test/pos/1_9"}
 
 
+def test_given_metadata_the_catalogue_takes_titles_with_a_name_and_then_a_plot_first(tiny_archive):
+    reviews = read_archive(tiny_archive)
+    config = SplitConfig(train_size=2, titles=1, eval_size="all")
+    named = {"tt0000002": {"title": "Named", "plot": None}}  # tt0000001 has more reviews but no name
+    assert make_splits(reviews, config, named).title_ids == ["tt0000002"]
+    both_named = {"tt0000001": {"title": "One", "plot": None}, "tt0000002": {"title": "Two", "plot": None}}
+    assert make_splits(reviews, config, both_named).title_ids == ["tt0000001"]  # the most reviews
+    with_plot = {**both_named, "tt0000002": {"title": "Two", "plot": "A plot."}}
+    assert make_splits(reviews, config, with_plot).title_ids == ["tt0000002"]
+
+
+def test_the_default_catalogue_of_the_real_archive_has_every_title_named_and_with_a_plot(real_reviews):
+    if not SHARED_MOVIES.is_file():
+        pytest.skip(f"{SHARED_MOVIES} is not there")
+    movies = read_movies(SHARED_MOVIES, {r.title_id for r in real_reviews})
+    splits = make_splits(real_reviews, SplitConfig(), movies)
+    assert len(splits.title_ids) == 50
+    assert all(movies[t]["title"] and movies[t]["plot"] for t in splits.title_ids)
+    # without metadata the titles with most short reviews, 9 of them without a name in movies.tsv
+    unnamed = [t for t in make_splits(real_reviews, SplitConfig()).title_ids if not movies.get(t, {}).get("title")]
+    assert "tt0202382" in unnamed and len(unnamed) == 9
+
+
 def test_titles_all_takes_every_title_of_the_test_split(tmp_path):
     files = tiny_files()
     files["aclImdb/test/neg/2_2.txt"] = "An awful film. " * 100  # too long for the catalogue: evaluated

@@ -190,9 +190,25 @@ def test_title_page_metadata_and_plain_reviews(web_client, web_facts):
     assert html.count('<article class="review') == len(web_facts["by_title"]["tt0100001"])
     for absent in ("positive", "badge", 'class="hl', "highlight"):
         assert absent not in html.split("<main")[1]
-    # a title without metadata shows its id
+    # a title without metadata is untitled, with its id
     html = web_client.get("/movies/tt0100004").text
-    assert "<h1>tt0100004</h1>" in html and "No metadata is known" in html
+    assert "<h1>Untitled (tt0100004)</h1>" in html and "No metadata is known" in html
+
+
+def test_a_title_without_a_name_is_called_untitled_with_its_id_on_every_page_and_in_the_api(web_client, web_facts):
+    label = "Untitled (tt0100004)"
+    dashboard = web_client.get("/?q=untitled").text
+    assert f'<h2><a href="/movies/tt0100004">{label}</a></h2>' in dashboard
+    assert f"<title>{label} · Textflix</title>" in web_client.get("/movies/tt0100004").text
+    review_id = web_facts["by_title"]["tt0100004"][0]["id"]
+    review = web_client.get(f"/reviews/{review_id}").text
+    assert f'<span class="subtitle">of {label}</span></h1>' in review and f"← All reviews of {label}</a>" in review
+    assert [card["title"] for card in get_json(web_client, "/api/movies?q=tt0100004")["titles"]] == [label]
+    assert get_json(web_client, "/api/movies/tt0100004")["movie"]["title"] == label
+    assert get_json(web_client, f"/api/reviews/{review_id}")["movie"]["title"] == label
+    # no heading anywhere is a bare id
+    for page in (dashboard, web_client.get("/?per_page=1000").text, web_client.get("/disagreements").text, review):
+        assert not re.search(r"<h[1-4][^>]*>(<a [^>]*>)?tt\d+<", page)
 
 
 def test_title_page_predictions_highlights_and_wrong_marks(web_client, web_facts):
