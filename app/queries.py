@@ -793,7 +793,22 @@ def about(session: Session) -> dict:
     page["total_seconds"] = sum(seconds or 0.0 for seconds in record["timings"].values())
     page["learning_curve"] = learning_curve(record, run.steps or {})
     page["explanation_quality"] = explanation_quality(session)
+    page["build_progress"] = build_progress(record)
     return page
+
+
+def build_progress(record: dict) -> str | None:
+    """What the build is doing while it has not finished (say, in the background of ``textflix up``),
+    in a sentence; None once it has."""
+    if record["status"] == "complete":
+        return None
+    progress = record["progress"]
+    if not progress:
+        return "The build has not finished: what it has not computed yet is missing from this page."
+    doing = progress["doing"]
+    if progress.get("total"):
+        doing += f": {progress['done']:,} of {progress['total']:,} {progress['unit']}"
+    return f"{doing[0].upper()}{doing[1:]}. This page shows the result once the build has finished."
 
 
 def learning_curve(record: dict, steps: dict) -> dict | None:

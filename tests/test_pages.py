@@ -522,6 +522,15 @@ def test_about_says_when_bert_reads_sentence_by_sentence(tmp_path, web_client):
     assert "Sentence by sentence" not in web_client.get("/about").text  # the checkpoint's own head
 
 
+def test_about_says_how_far_a_build_still_running_has_come(tmp_path, web_client):
+    progress = {"step": "curve", "doing": "the learning curve is being computed", "done": 4, "total": 27, "unit": "models"}
+    page, data = about_with_run(tmp_path, {**RUN, "status": "running", "progress": progress})
+    line = "The learning curve is being computed: 4 of 27 models. This page shows the result once the build has finished."
+    assert f'<p class="note build-progress" role="status">{line}</p>' in page
+    assert data["build_progress"] == line
+    assert "build-progress" not in web_client.get("/about").text  # a finished build
+
+
 def test_about_still_draws_a_curve_recorded_before_seeds(tmp_path):
     page, data = about_with_run(tmp_path, OLD_CURVE_RUN)
     html = curve_section(page)
