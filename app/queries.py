@@ -18,7 +18,7 @@ from sqlalchemy import Select, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, aliased
 
 from app.catalogue_cache import kept
-from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, latest_run
+from app.db import Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight, latest_run
 from app.view import View
 from model.config import DISTILL
 from model.curve import LEARNING_CURVE
@@ -793,16 +793,16 @@ def about(session: Session) -> dict:
     page["total_seconds"] = sum(seconds or 0.0 for seconds in record["timings"].values())
     page["learning_curve"] = learning_curve(record, run.steps or {})
     page["explanation_quality"] = explanation_quality(session)
-    page["build_progress"] = build_progress(record)
+    page["build_progress"] = build_progress(run)
     return page
 
 
-def build_progress(record: dict) -> str | None:
+def build_progress(run: Run) -> str | None:
     """What the build is doing while it has not finished (say, in the background of ``textflix up``),
     in a sentence; None once it has."""
-    if record["status"] == "complete":
+    if run.status == "complete":
         return None
-    progress = record["progress"]
+    progress = run.progress
     if not progress:
         return "The build has not finished: what it has not computed yet is missing from this page."
     doing = progress["doing"]
