@@ -640,7 +640,8 @@ def _disagreement_list(session: Session) -> dict:
     for row in rows:
         winner = next((m for m, p in row["predictions"].items() if row["gold"] is not None and p["label"] == row["gold"]), None)
         right[winner or "unknown"] += 1
-        entries.append({"id": row["id"], "title": display_title(titles.get(row["title_id"]), row["title_id"]), "right": winner})
+        title = display_title(titles.get(row["title_id"]), row["title_id"])
+        entries.append({"id": row["id"], "title": title, "right": winner})
     entries.sort(key=lambda entry: (entry["title"].casefold(), entry["id"]))
     return {"entries": entries, "right": right}
 
