@@ -5,10 +5,14 @@ and the environment variable ``TEXTFLIX_DATA_DIR``; a flag beats the variable.
 """
 
 import argparse
+import ctypes
 import json
 import logging
 import os
+import signal
+import subprocess
 import sys
+from collections.abc import MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,7 +32,8 @@ COMMANDS: dict[str, tuple[str, list[type[ConfigGroup]]]] = {
     "report": ("Print the latest run record.", [Storage]),
     "serve": ("Start the web server on the database.", [Storage, Compute, Server, Pages, LimeConfig, ApiLimits]),
     "up": (
-        "Build the database if it is missing or unfinished, then serve it.",
+        "Build the database if it is missing or unfinished, serve it once the site's steps are done, and do the "
+        "rest of the build (for /about) in the background.",
         [Storage, Compute, BuildEngine, Sources, Server, Pages, LimeConfig, ApiLimits],
     ),
     "export": ("Write every catalogue review with its predictions, explanations and their trust figures.", [Storage]),
@@ -45,6 +50,7 @@ BUILDING = {"build", "up"}
 # uvicorn restarts a worker that does not answer its supervisor's ping within this many seconds
 # (its default, 5, is short for a worker whose CPU is busy with model calls).
 WORKER_PING_TIMEOUT_S = 30
+PR_SET_PDEATHSIG = 1  # prctl(2)
 log = logging.getLogger("textflix")
 
 
@@ -181,13 +187,18 @@ def worker_environment(settings: Settings) -> dict[str, str | None]:
     return environment
 
 
-def hand_to_workers(settings: Settings) -> None:
-    """Put ``settings`` in this process's environment, which uvicorn's worker processes inherit."""
+def put_in_environment(settings: Settings, environment: MutableMapping[str, str]) -> None:
+    """Set and unset in ``environment`` the variables from which ``Settings()`` rebuilds ``settings``."""
     for variable, value in worker_environment(settings).items():
         if value is None:
-            os.environ.pop(variable, None)
+            environment.pop(variable, None)
         else:
-            os.environ[variable] = value
+            environment[variable] = value
+
+
+def hand_to_workers(settings: Settings) -> None:
+    """Put ``settings`` in this process's environment, which uvicorn's worker processes inherit."""
+    put_in_environment(settings, os.environ)
     rebuilt = Settings()
     lost = [name for name in Settings.model_fields if getattr(rebuilt, name) != getattr(settings, name)]
     if lost:
@@ -200,8 +211,55 @@ def files_size(directory: Path) -> int:
 
 
 def up(settings: Settings) -> int:
-    build(settings)
-    return serve(settings)
+    """Build what the site needs, then serve it while a background build does the rest (for /about)."""
+    rest = build_for_the_site(settings)
+    if not rest:
+        return serve(settings)
+    with background_build(settings, rest):
+        return serve(settings)
+
+
+def build_for_the_site(settings: Settings) -> list[str]:
+    """Run the build up to the last step the site needs; the steps still to do after it."""
+    from app.pipeline import Pipeline
+    from app.steps import LAST_STEP_OF_THE_SITE, build_steps
+
+    quiet_transformers()
+    pipeline = Pipeline(settings, build_steps)
+    record = pipeline.run(until=LAST_STEP_OF_THE_SITE)
+    rest = [step.name for step in pipeline.steps if step.name not in record["steps"]]
+    if not rest:
+        print(summary(record, settings))
+    return rest
+
+
+@contextmanager
+def background_build(settings: Settings, steps: list[str]):
+    """``textflix build`` with ``settings`` in a process of its own, its output on this console, for
+    as long as the block runs; it dies with this process, so a killed ``up`` resumes as a killed build does."""
+    environment = dict(os.environ)
+    put_in_environment(settings, environment)
+    process = subprocess.Popen([sys.executable, "-m", "app.cli", "build"], env=environment, preexec_fn=dies_with_parent())
+    log.info(
+        "The site's steps are done; the rest of the build (%s) goes on in a background process (pid %d), "
+        "its progress here and on /about.", ", ".join(steps), process.pid,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        if process.poll() is None:
+            log.info("Stopping the background build (pid %d); `textflix up` or `textflix build` resumes it.", process.pid)
+            process.terminate()
+        process.wait()
+
+
+def dies_with_parent():
+    """A ``preexec_fn`` that has the kernel send the child SIGTERM when this process dies, even by
+    SIGKILL (Linux); None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork, called after it
+    return lambda: prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def export(settings: Settings, export_format: str = "jsonl", output: Path | None = None) -> int:

@@ -201,6 +201,9 @@ class Run(Base):
     steps: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # name -> {seconds, ...}
     counts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # the step running now: {"step", "doing", and as it goes "done", "total", "unit"}; None between steps.
+    # Deferred, read only while a build runs: a server may serve a database built before migration 0005.
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON, deferred=True)
 
     def record(self) -> dict:
         """The run as plain JSON-ready data (``textflix report --json``, /about)."""

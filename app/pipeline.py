@@ -7,7 +7,9 @@ steps commit in small batches, so a killed build resumes where it stopped and a
 finished one is left untouched. The run record also keeps the build config
 (``Settings.build_config``): a rerun with other values is refused rather than mixed.
 A build holds ``build_lock`` from start to end, so a second build on the same data
-directory or database stops at once instead of interleaving with the first.
+directory or database stops at once instead of interleaving with the first. ``run(until=...)``
+stops after one step (``textflix up`` serves then, and a background build does the rest); the
+running step's progress is in the run record (``Run.progress``), for /about.
 
 Nothing here knows one model or step from another.
 """
@@ -61,6 +63,7 @@ class Step:
     name: str
     reads: tuple[str, ...] = ()  # tables, files and run-record fields the step needs
     writes: tuple[str, ...] = ()  # and those it fills
+    doing: str = ""  # what /about says while it runs; default "the build's NAME step is running"
 
     def prepare(self, build: "Pipeline") -> None:
         """Work to do before the database is touched, e.g. reading and checking input files."""
@@ -93,14 +96,15 @@ class Pipeline:
 
     # -- running ------------------------------------------------------------------
 
-    def run(self) -> dict:
-        """Run every unfinished step, holding the build lock; returns the run record."""
+    def run(self, until: str | None = None) -> dict:
+        """Run every unfinished step, or those up to and including step ``until``, holding the build
+        lock; returns the run record."""
         with build_lock(self.settings):  # before anything reads the database: a refused build touches nothing
             stored = self._stored_run()
             self._choose_recipe(stored)
             if stored is not None:
                 self._take_up(stored)  # refuses other settings before any step reads its input
-            return self._run_steps(set(stored.steps) if stored is not None else set())
+            return self._run_steps(set(stored.steps) if stored is not None else set(), until)
 
     def _stored_run(self) -> Run | None:
         """The database's run record; None for a database that has none yet, or no database."""
@@ -117,23 +121,29 @@ class Pipeline:
         if self._steps_of_recipe is not None:
             self.steps = list(self._steps_of_recipe(self.settings.recipe))
 
-    def _run_steps(self, recorded: set[str]) -> dict:
+    def _run_steps(self, recorded: set[str], until: str | None) -> dict:
+        names = [step.name for step in self.steps]
+        steps = self.steps[: names.index(until) + 1] if until is not None else self.steps
         prepared = {}
-        for step in self.steps:  # before the database is created: bad input leaves it as it was
+        for step in steps:  # before the database is created: bad input leaves it as it was
             if step.name not in recorded:
                 started = time.perf_counter()
                 step.prepare(self)
                 prepared[step.name] = time.perf_counter() - started
         if self.run_id is None:
             self._start_run()
-        for step in self.steps:
+        for step in steps:
             done = step.name in recorded
             if done and step.up_to_date(self):
                 log.info("Step %s: already done, skipped.", step.name)
                 continue
             log.info("Step %s: %s from %s.", step.name, ", ".join(step.writes), ", ".join(step.reads))
+            self._set_progress({"step": step.name, "doing": step.doing or f"the build's {step.name} step is running"})
             started = time.perf_counter()
-            facts = step.run(self) or {}
+            try:
+                facts = step.run(self) or {}
+            finally:
+                self._set_progress(None)  # finished or failed, it is no longer being done
             if not done:
                 self._finish(step, time.perf_counter() - started + prepared.get(step.name, 0.0), facts)
         started = time.perf_counter()
@@ -181,6 +191,17 @@ class Pipeline:
         with session_scope(self.engine) as session:
             return session.get(Run, self.run_id)
 
+    def step_progress(self, done: int, total: int, unit: str) -> None:
+        """Say how far the running step is, in the run record: ``done`` of ``total`` ``unit`` (/about shows it)."""
+        with session_scope(self.engine) as session:
+            run = session.get(Run, self.run_id)
+            run.progress = {**(run.progress or {}), "done": done, "total": total, "unit": unit}
+
+    def _set_progress(self, progress: dict | None) -> None:
+        """What the run record says the build is doing now (None: nothing)."""
+        with session_scope(self.engine) as session:
+            session.get(Run, self.run_id).progress = progress
+
     def update_run(self, **fields: dict) -> None:
         """Merge ``fields`` (counts=..., metrics=...) into the run record's JSON fields."""
         with session_scope(self.engine) as session:
@@ -214,9 +235,10 @@ class Pipeline:
 
     def fingerprint(self, groups: Sequence[type[ConfigGroup]]) -> str:
         """Names what a trained model is made from: the build's values of the settings ``groups``
-        (as the run record has them) and the training set. Other settings (LIME's, say) do not
-        count, so changing them does not retrain the model."""
+        (as the run record has them), its data version and the training set. Other settings (LIME's,
+        say) do not count, so changing them does not retrain the model."""
         fields = {name for group in groups for name in self.settings.group_class(group).model_fields}
+        fields.add("data_version")
         config = {name: value for name, value in self.config.items() if name in fields}
         blob = json.dumps({"config": config, "train": sorted(self.training_set[0])}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

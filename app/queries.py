@@ -18,7 +18,7 @@ from sqlalchemy import Select, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, aliased
 
 from app.catalogue_cache import kept
-from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, latest_run
+from app.db import Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight, latest_run
 from app.view import View
 from model.config import DISTILL
 from model.curve import LEARNING_CURVE
@@ -291,14 +291,19 @@ def movie_of(session: Session, title_id: str) -> dict:
     return movie_dict(session.execute(MOVIE_OF_TITLE, {"title_id": title_id}).first(), title_id)
 
 
+def display_title(title: str | None, title_id: str) -> str:
+    """What pages and the API call a title: its name, or a label that says it has none."""
+    return title or f"Untitled ({title_id})"
+
+
 def movie_dict(movie, title_id: str) -> dict:
     """A title's metadata as the pages show it (a row of ``MOVIE_COLUMNS``), or only its id where
     the catalogue has none."""
     if movie is None:
-        return {"title_id": title_id, "title": title_id, "has_metadata": False, "genres": []}
+        return {"title_id": title_id, "title": display_title(None, title_id), "has_metadata": False, "genres": []}
     return {
         "title_id": movie.title_id,
-        "title": movie.title or movie.title_id,
+        "title": display_title(movie.title, movie.title_id),
         "has_metadata": movie.title is not None,
         "year": movie.year,
         "runtime_min": movie.runtime_min,
@@ -637,7 +642,8 @@ def _disagreement_list(session: Session) -> dict:
     for row in rows:
         winner = next((m for m, p in row["predictions"].items() if row["gold"] is not None and p["label"] == row["gold"]), None)
         right[winner or "unknown"] += 1
-        entries.append({"id": row["id"], "title": titles.get(row["title_id"]) or row["title_id"], "right": winner})
+        title = display_title(titles.get(row["title_id"]), row["title_id"])
+        entries.append({"id": row["id"], "title": title, "right": winner})
     entries.sort(key=lambda entry: (entry["title"].casefold(), entry["id"]))
     return {"entries": entries, "right": right}
 
@@ -791,7 +797,22 @@ def about(session: Session) -> dict:
     page["lengths"] = metrics.get(LENGTHS)
     page["learning_curve"] = learning_curve(record, run.steps or {})
     page["explanation_quality"] = explanation_quality(session)
+    page["build_progress"] = build_progress(run)
     return page
+
+
+def build_progress(run: Run) -> str | None:
+    """What the build is doing while it has not finished (say, in the background of ``textflix up``),
+    in a sentence; None once it has."""
+    if run.status == "complete":
+        return None
+    progress = run.progress
+    if not progress:
+        return "The build has not finished: what it has not computed yet is missing from this page."
+    doing = progress["doing"]
+    if progress.get("total"):
+        doing += f": {progress['done']:,} of {progress['total']:,} {progress['unit']}"
+    return f"{doing[0].upper()}{doing[1:]}. This page shows the result once the build has finished."
 
 
 def learning_curve(record: dict, steps: dict) -> dict | None:

@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from model.config import (
+    DATA_VERSION,
     BertConfig,
     CalibrationConfig,
     ConfigGroup,
@@ -208,9 +209,11 @@ class Settings(
         return self.group_class(kind).of(self)
 
     def build_config(self) -> dict:
-        """The build-shaping values, JSON-ready: what the run record stores and rebuilds compare."""
-        return {
+        """The build-shaping values, JSON-ready: what the run record stores and rebuilds compare; with
+        them the ``data_version`` of this code, which no setting changes."""
+        values = {
             name: value
             for group in self.build_groups()
             for name, value in group.of(self).model_dump(mode="json").items()
         }
+        return {**values, "data_version": DATA_VERSION}

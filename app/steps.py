@@ -459,6 +459,7 @@ class LearningCurve(Step):
     name = "curve"
     reads = ("the IMDB archive", "evaluation reviews", "run metrics")
     writes = (f"run metrics: {LEARNING_CURVE}",)
+    doing = "the learning curve is being computed"
 
     def run(self, build: Pipeline) -> None:
         s = build.settings
@@ -472,7 +473,9 @@ class LearningCurve(Step):
         own = self.labels_only_accuracies(build)
         evaluation = evaluation_set(build)
         unlabeled = prior_texts(build)
-        progress = tqdm(total=len(runs) * len(seeds), desc="Learning curve", unit="model", disable=not build.progress)
+        total, finished = len(runs) * len(seeds), 0
+        progress = tqdm(total=total, desc="Learning curve", unit="model", disable=not build.progress)
+        build.step_progress(finished, total, "models")
         with logging_redirect_tqdm(), progress:  # each size's log line above the bar, not inside it
             for size in sizes:
                 for seed in seeds:
@@ -484,6 +487,8 @@ class LearningCurve(Step):
                             trained = self.retrained_accuracy(build, name, seed, sample, evaluation, unlabeled)
                             runs[size, name].append(trained)
                         progress.update()
+                        finished += 1
+                        build.step_progress(finished, total, "models")
                 log.info(
                     "Learning curve at %d reviews, %d seeds: %s.", size, len(seeds),
                     ", ".join(f"{DISPLAY_NAMES[name]} {point_text(*spread(runs.get((size, name))), 'not trained')}"
@@ -529,6 +534,11 @@ class LearningCurve(Step):
             set_prior_offset(model, unlabeled, labels.count(POSITIVE) / len(labels), build.settings.offset_per)
         texts, gold = evaluation
         return accuracy(gold, model.predict_proba(texts)[:, 1])
+
+
+# `textflix up` serves the site once this step is done: the steps after it feed /about only, and a
+# background build does them while the site is up.
+LAST_STEP_OF_THE_SITE = Explain.name
 
 
 def build_steps(recipe: str) -> list[Step]:

@@ -26,9 +26,13 @@ SENTENCES = "sentences"  # BertConfig.pooling: each sentence read alone, their s
 # What a model with ``sentences`` pooling reads of a text, in windows (``max_length`` tokens): more
 # than any catalogue review (at most 250 words), and bounded for the longest text the API takes.
 SENTENCE_WINDOWS = 2
+# What the data step makes of the archive, kept in the run record beside the build settings and
+# checked as one of them: 2 cleans the review texts (model.data.TEXT_CLEANUP) and picks catalogue titles
+# that have a name.
+DATA_VERSION = 2
 # What a build setting was in run records and model folders written before the setting
 # existed, where its default now is another.
-PREDATING_VALUES = {"pooling": CLS, "prior_reviews": 0, "offset_per": "text"}
+PREDATING_VALUES = {"pooling": CLS, "prior_reviews": 0, "offset_per": "text", "data_version": 1}
 # CalibrationConfig.offset_per: BERT's offset added once per sentence it reads, or once per text.
 PER_SENTENCE, PER_TEXT = "sentence", "text"
 

@@ -80,9 +80,20 @@ class Splits:
         return {r.title_id for r in self.train + self.catalogue + self.eval}
 
 
+# The archive's texts are Windows-1252 read as Latin-1: U+0080-U+009F stand for cp1252's dashes, quotes,
+# ellipses and the like, or, for the five bytes cp1252 leaves undefined, for nothing. Every other control
+# character is dropped too, except newlines (the paragraphs that ``<br />`` stood for, which the sentence
+# splitter reads) and tabs (in some texts the only space between two words).
+TEXT_CLEANUP = str.maketrans(
+    {code: bytes([code]).decode("cp1252", errors="ignore") or None for code in range(0x80, 0xA0)}
+    | {code: None for code in (*range(0x20), 0x7F) if chr(code) not in "\n\t"}
+)
+
+
 def clean_text(text: str) -> str:
-    """Strip the dataset's ``<br />`` tags, keeping the line breaks they stood for."""
-    return re.sub(r"\s*<br\s*/?>\s*", "\n", text).strip()
+    """The review as it was meant (``TEXT_CLEANUP``), with the dataset's ``<br />`` tags made the line
+    breaks they stood for."""
+    return re.sub(r"\s*<br\s*/?>\s*", "\n", text.translate(TEXT_CLEANUP)).strip()
 
 
 def download(url: str, destination: Path, sha256: str | None = None, size: int | None = None) -> Path:
@@ -231,10 +242,12 @@ def _attach_titles(path, texts, urls) -> Iterable[RawReview]:
             )
 
 
-def make_splits(reviews: list[RawReview], config: SplitConfig) -> Splits:
+def make_splits(reviews: list[RawReview], config: SplitConfig, movies: dict[str, dict] | None = None) -> Splits:
     """Training subset (train split, balanced), catalogue and evaluation set (test split).
 
-    Exact duplicate texts are dropped first, so no text is in two sets.
+    Exact duplicate texts are dropped first, so no text is in two sets. The catalogue takes the
+    titles with the most short reviews; given metadata (``movies``), those with a name come first,
+    and of those the ones with a plot.
     """
     unique, seen = [], set()
     for review in sorted(reviews, key=lambda r: (r.split != "train", r.key)):
@@ -247,7 +260,13 @@ def make_splits(reviews: list[RawReview], config: SplitConfig) -> Splits:
     test = [r for r in unique if r.split == "test"]
     short = [r for r in test if r.word_count <= config.max_words]
     counts = Counter(r.title_id for r in short)
-    ranked = [t for t, _ in sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))]
+    movies = movies or {}
+
+    def rank(title_id: str) -> tuple:
+        movie = movies.get(title_id, {})
+        return (movie.get("title") is None, movie.get("plot") is None, -counts[title_id], title_id)
+
+    ranked = sorted(counts, key=rank)
     chosen = ranked if config.titles == "all" else ranked[: config.titles]
     chosen_set = set(chosen)
     catalogue = [r for r in short if r.title_id in chosen_set]
@@ -270,11 +289,12 @@ def read_splits(sources: Sources, config: SplitConfig, data_dir: Path, unlabeled
     metadata, and its unlabeled reviews if ``unlabeled``."""
     archive = locate_archive(sources, data_dir)
     reviews = read_archive(archive)
-    splits = make_splits(reviews, config)
+    movies = read_movies(sources.movies, {r.title_id for r in reviews}) if sources.movies else {}
+    splits = make_splits(reviews, config, movies)
     splits.archive, splits.reviews_read = archive, len(reviews)
     if unlabeled:
         splits.unlabeled = read_unlabeled(archive, reviews)
-    splits.movies = read_movies(sources.movies, splits.title_ids_used) if sources.movies else {}
+    splits.movies = {title_id: movies[title_id] for title_id in splits.title_ids_used if title_id in movies}
     return splits
 
 

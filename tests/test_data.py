@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from app.cli import parser
 from app.pipeline import BuildError, Pipeline
 from app.settings import Settings
-from app.steps import ReadData
+from app.steps import ReadData, sentence_rows
 from model.config import IMDB_SHA256, IMDB_URL, Sources, SplitConfig
 from model.data import DataError, download, locate_archive, make_splits, read_archive, read_movies, read_sst2
 from model.lengths import band_accuracies, band_sizes, length_set
@@ -70,6 +70,42 @@ def test_reads_labels_ratings_titles_and_strips_br(tiny_archive):
     assert review.text == "A awful film number 1 from test.\n\nReally awful."
 
 
+def test_review_texts_are_read_as_meant_without_control_characters(real_reviews):
+    texts = {r.key: r.text for r in real_reviews}
+    assert not [key for key, text in texts.items() if re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text)]
+    # Windows-1252 bytes the archive holds as U+0080-U+009F, as their authors meant them
+    assert 'part, "Michael" is a disaster – ten minutes of charm' in texts["test/neg/1258_3"]
+    assert "The Prey provides neither—and if you think" in texts["test/neg/10024_3"]
+    assert 'classics like "The Grinch…" will remain timeless' in texts["test/neg/10044_2"]
+    assert "series of the ‘60's" in texts["test/neg/10601_1"]
+    assert "at the 1€ discount" in texts["test/pos/4864_8"]
+    # 0x8D is undefined in Windows-1252; backspaces and a DLE are dropped; a tab between words is kept
+    assert texts["test/neg/4414_1"].endswith('"From Hell it Came" is a compost classic!! :')
+    assert texts["train/pos/6745_8"].startswith("A Turkish Bath sequence in a film noir")
+    assert "blinded by their own dogma" in texts["train/neg/2133_4"]
+    assert "**Possible Spoilers**\tFrom Dreamworks" in texts["test/neg/571_1"]
+    # sentences are spans of the cleaned text
+    text = texts["test/neg/1258_3"]
+    rows = sentence_rows(text)
+    assert all(text[row.start : row.end] == row.text for row in rows)
+    assert any("disaster – ten minutes of charm" in row.text for row in rows)
+
+
+def test_a_database_of_an_earlier_data_version_is_refused(tiny_archive, tmp_path, capsys):
+    from app.cli import main
+    from app.db import Run, make_engine, migrate, session_scope
+
+    settings = Settings(imdb=str(tiny_archive), data_dir=tmp_path / "data", train_size=2, eval_size="all")
+    engine = make_engine(settings.database)
+    migrate(engine)
+    before = {k: v for k, v in settings.build_config().items() if k != "data_version"}  # as recorded until now
+    with session_scope(engine) as session:
+        session.add(Run(config=before, steps={"data": {"seconds": 1}}, counts={}, metrics={}))
+    args = ["build", "--imdb", str(tiny_archive), "--data-dir", str(tmp_path / "data"), "--train-size", "2"]
+    assert main([*args, "--eval-size", "all"]) == 1
+    assert "was built with other settings (data_version)" in capsys.readouterr().err
+
+
 def test_duplicates_never_cross_from_training_into_test(tiny_archive):
     reviews = read_archive(tiny_archive)
     splits = make_splits(reviews, SplitConfig(train_size=6, titles=2, max_words=250, eval_size="all", seed=1))
@@ -85,6 +121,29 @@ def test_catalogue_takes_titles_with_most_short_reviews(tiny_archive):
     assert splits.title_ids == ["tt0000001"]
     assert {r.title_id for r in splits.catalogue} == {"tt0000001"}
     assert {r.key for r in splits.eval} == {"test/pos/1_9", "test/neg/1_2"} - {"test/pos/1_9"}
+
+
+def test_given_metadata_the_catalogue_takes_titles_with_a_name_and_then_a_plot_first(tiny_archive):
+    reviews = read_archive(tiny_archive)
+    config = SplitConfig(train_size=2, titles=1, eval_size="all")
+    named = {"tt0000002": {"title": "Named", "plot": None}}  # tt0000001 has more reviews but no name
+    assert make_splits(reviews, config, named).title_ids == ["tt0000002"]
+    both_named = {"tt0000001": {"title": "One", "plot": None}, "tt0000002": {"title": "Two", "plot": None}}
+    assert make_splits(reviews, config, both_named).title_ids == ["tt0000001"]  # the most reviews
+    with_plot = {**both_named, "tt0000002": {"title": "Two", "plot": "A plot."}}
+    assert make_splits(reviews, config, with_plot).title_ids == ["tt0000002"]
+
+
+def test_the_default_catalogue_of_the_real_archive_has_every_title_named_and_with_a_plot(real_reviews):
+    if not SHARED_MOVIES.is_file():
+        pytest.skip(f"{SHARED_MOVIES} is not there")
+    movies = read_movies(SHARED_MOVIES, {r.title_id for r in real_reviews})
+    splits = make_splits(real_reviews, SplitConfig(), movies)
+    assert len(splits.title_ids) == 50
+    assert all(movies[t]["title"] and movies[t]["plot"] for t in splits.title_ids)
+    # without metadata the titles with most short reviews, 9 of them without a name in movies.tsv
+    unnamed = [t for t in make_splits(real_reviews, SplitConfig()).title_ids if not movies.get(t, {}).get("title")]
+    assert "tt0202382" in unnamed and len(unnamed) == 9
 
 
 def test_titles_all_takes_every_title_of_the_test_split(tmp_path):

@@ -190,9 +190,25 @@ def test_title_page_metadata_and_plain_reviews(web_client, web_facts):
     assert html.count('<article class="review') == len(web_facts["by_title"]["tt0100001"])
     for absent in ("positive", "badge", 'class="hl', "highlight"):
         assert absent not in html.split("<main")[1]
-    # a title without metadata shows its id
+    # a title without metadata is untitled, with its id
     html = web_client.get("/movies/tt0100004").text
-    assert "<h1>tt0100004</h1>" in html and "No metadata is known" in html
+    assert "<h1>Untitled (tt0100004)</h1>" in html and "No metadata is known" in html
+
+
+def test_a_title_without_a_name_is_called_untitled_with_its_id_on_every_page_and_in_the_api(web_client, web_facts):
+    label = "Untitled (tt0100004)"
+    dashboard = web_client.get("/?q=untitled").text
+    assert f'<h2><a href="/movies/tt0100004">{label}</a></h2>' in dashboard
+    assert f"<title>{label} · Textflix</title>" in web_client.get("/movies/tt0100004").text
+    review_id = web_facts["by_title"]["tt0100004"][0]["id"]
+    review = web_client.get(f"/reviews/{review_id}").text
+    assert f'<span class="subtitle">of {label}</span></h1>' in review and f"← All reviews of {label}</a>" in review
+    assert [card["title"] for card in get_json(web_client, "/api/movies?q=tt0100004")["titles"]] == [label]
+    assert get_json(web_client, "/api/movies/tt0100004")["movie"]["title"] == label
+    assert get_json(web_client, f"/api/reviews/{review_id}")["movie"]["title"] == label
+    # no heading anywhere is a bare id
+    for page in (dashboard, web_client.get("/?per_page=1000").text, web_client.get("/disagreements").text, review):
+        assert not re.search(r"<h[1-4][^>]*>(<a [^>]*>)?tt\d+<", page)
 
 
 def test_title_page_predictions_highlights_and_wrong_marks(web_client, web_facts):
@@ -504,6 +520,15 @@ def test_about_says_when_bert_reads_sentence_by_sentence(tmp_path, web_client):
     assert "<dt>Sentence by sentence</dt>" in facts and "is the sum of its sentences' scores" in facts
     assert "longer than 512 tokens it reads the first and last sentences" in facts and "window of" not in facts
     assert "Sentence by sentence" not in web_client.get("/about").text  # the checkpoint's own head
+
+
+def test_about_says_how_far_a_build_still_running_has_come(tmp_path, web_client):
+    progress = {"step": "curve", "doing": "the learning curve is being computed", "done": 4, "total": 27, "unit": "models"}
+    page, data = about_with_run(tmp_path, {**RUN, "status": "running", "progress": progress})
+    line = "The learning curve is being computed: 4 of 27 models. This page shows the result once the build has finished."
+    assert f'<p class="note build-progress" role="status">{line}</p>' in page
+    assert data["build_progress"] == line
+    assert "build-progress" not in web_client.get("/about").text  # a finished build
 
 
 def test_about_still_draws_a_curve_recorded_before_seeds(tmp_path):

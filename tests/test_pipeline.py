@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -10,13 +11,22 @@ import time
 from statistics import fmean, stdev
 from types import SimpleNamespace
 
+import httpx
 import pytest
 import torch
 
 from app.cli import main
 from model.bert import BertClassifier
 from model.data import read_unlabeled, sample_unlabeled
-from tests.conftest import ROOT, SHARED_ARCHIVE, SHARED_MOVIES, SHARED_SST2, empty_postgresql, needs_shared_data
+from tests.conftest import (
+    ROOT,
+    SHARED_ARCHIVE,
+    SHARED_MOVIES,
+    SHARED_SST2,
+    empty_postgresql,
+    free_port,
+    needs_shared_data,
+)
 
 SMALL = [
     "--train-size", "24", "--titles", "2", "--eval-size", "30", "--epochs", "1",
@@ -160,6 +170,113 @@ def test_killed_build_resumes_without_redoing_work(tmp_path, real_subset_archive
     assert len(after["explanations"]) == 3 * catalogue_size(db)
     assert count(db, "SELECT COUNT(*) FROM runs") == 1
     assert count(db, "SELECT status FROM runs") == "complete"
+
+
+def run_steps(db) -> dict:
+    with sqlite3.connect(db) as connection:
+        status, steps = connection.execute("SELECT status, steps FROM runs").fetchone()
+    return {"status": status, "steps": set(json.loads(steps))}
+
+
+def get(url: str) -> httpx.Response | None:
+    try:
+        return httpx.get(url, timeout=30)
+    except httpx.HTTPError:
+        return None
+
+
+def page_text(url: str) -> str:
+    """The page at ``url`` if it answers 200, else an empty string."""
+    page = get(url)
+    return page.text if page is not None and page.status_code == 200 else ""
+
+
+def wait_for(what, process: subprocess.Popen, log, timeout: float = 900):
+    """``what()`` once it is true, polled while ``process`` runs; fails after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (found := what()):
+        assert process.poll() is None, f"textflix up exited:\n{log.read_text(errors='replace')[-3000:]}"
+        assert time.monotonic() < deadline, f"timed out:\n{log.read_text(errors='replace')[-3000:]}"
+        time.sleep(0.5)
+    return found
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"  # a zombie: dead, not reaped yet
+    except FileNotFoundError:
+        return True
+
+
+def start_up(command: list[str], log) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    with open(log, "wb") as out:
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM to ``process``, then SIGKILL to whatever is left of its process group."""
+    process.terminate()
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tmp_path, real_subset_archive):
+    db = tmp_path / "data" / "textflix.db"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    # a curve of 12 models (BERT and NB-SVM at 12 and 24 reviews, 3 seeds): long enough to be seen running
+    command = [
+        sys.executable, "-m", "app.cli", "up", *build_args(tmp_path, real_subset_archive)[1:],
+        "--learning-curve", "12,24", "--curve-seeds", "3", "--port", str(port), "--device", "cpu",
+    ]  # fmt: skip
+    progress = re.compile(r'role="status">The learning curve is being computed: (\d+) of 12 models\.')
+    first_log = tmp_path / "first.log"
+    first = start_up(command, first_log)
+    try:
+        wait_for(lambda: page_text(f"{url}/"), first, first_log)
+        assert "explain" in run_steps(db)["steps"] and "curve" not in run_steps(db)["steps"]  # after the 200
+        line = wait_for(lambda: progress.search(page_text(f"{url}/about")), first, first_log)
+        assert int(line.group(1)) < 12
+        assert get(f"{url}/").status_code == 200
+        background = int(re.search(r"background process \(pid (\d+)\)", first_log.read_text()).group(1))
+        assert not gone(background)
+
+        first.send_signal(signal.SIGKILL)  # `up` killed: its background build dies with it
+        first.wait()
+        deadline = time.monotonic() + 60
+        while not gone(background):
+            assert time.monotonic() < deadline, "the background build outlived `textflix up`"
+            time.sleep(0.2)
+    finally:
+        stop(first)
+    killed = run_steps(db)
+    assert killed["status"] == "running" and "curve" not in killed["steps"]
+    log = first_log.read_text(errors="replace")
+    assert "the rest of the build (evaluate, curve) goes on in a background process" in log
+    assert "Step curve: " in log and "Learning curve:" in log  # the background build's progress on the console
+
+    second_log = tmp_path / "second.log"
+    second = start_up(command, second_log)
+    try:
+        wait_for(lambda: page_text(f"{url}/"), second, second_log)
+        server = get(f"{url}/api/health").json()["pid"]
+        assert "Step explain: already done, skipped." in second_log.read_text()
+        about = wait_for(lambda: 'id="curve-h"' in (page := page_text(f"{url}/about")) and page, second, second_log)
+        assert "build-progress" not in about  # the curve is in, without a restart:
+        assert get(f"{url}/api/health").json()["pid"] == server
+        assert run_steps(db)["status"] == "complete"
+    finally:
+        stop(second)
+    assert "learning curve, evaluation accuracy" in second_log.read_text(errors="replace")  # the build's summary
 
 
 def test_truncated_archive_stops_the_build_and_creates_no_database(tmp_path, real_subset_archive, capsys):

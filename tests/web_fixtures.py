@@ -71,7 +71,7 @@ MOVIES = [
         genres="Crime",
         plot='A plot with <b>tags</b> & "quotes" that must show as text.',
     ),
-    dict(title_id="tt0100004"),  # no metadata at all: the page shows its id
+    dict(title_id="tt0100004"),  # no metadata at all: "Untitled (tt0100004)"
     dict(title_id="tt0100005", title="Only In Training", year=2010),  # no catalogue reviews
 ]
 
@@ -423,7 +423,7 @@ def web_facts(web_database):
         )
     engine.dispose()
     reviews = [
-        dict(id=r[0], title_id=r[1], gold=r[2], bert=r[3], p=r[4], nbsvm=r[5], title=r[6] or r[1]) for r in rows
+        dict(id=r[0], title_id=r[1], gold=r[2], bert=r[3], p=r[4], nbsvm=r[5], title=r[6] or f"Untitled ({r[1]})") for r in rows
     ]
     by_title = defaultdict(list)
     for review in reviews:
