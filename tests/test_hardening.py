@@ -15,41 +15,13 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.analysis import BACKGROUND, URGENT, MicroBatcher, ModelAnalyzer
-from app.deps import get_analyzer
+from app.analysis import BACKGROUND, URGENT, MicroBatcher
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import serve_in_thread
-from tests.web_fixtures import FakeAnalyzer, use_analyzer, web_database  # noqa: F401
+from tests.web_fixtures import FakeAnalyzer, analyzer_app, use_analyzer, web_database  # noqa: F401
 
 TITLE = "tt0100001"
-CUES = {"good": 1.0, "great": 1.0, "loved": 1.0, "bad": -1.0, "awful": -1.0, "boring": -1.0}
-
-
-def cue_model(seconds_per_call: float):
-    """A stand-in classifier: sentiment from cue words, ``seconds_per_call`` per call; records its calls."""
-
-    def predict(texts: list[str]) -> np.ndarray:
-        time.sleep(seconds_per_call)
-        predict.calls.append(len(texts))
-        score = np.array([sum(CUES.get(w.strip(".,!?").lower(), 0.0) for w in t.split()) for t in texts])
-        p = 1 / (1 + np.exp(-score))
-        return np.stack([1 - p, p], axis=1)
-
-    predict.calls = []
-    return predict
-
-
-def analyzer_app(database: str, seconds_per_call: float = 0.0, call_weight: float = 8, **settings) -> tuple:
-    values = dict(database_url=database, lime_samples=16, batch_window_ms=2, **settings)
-    app_settings = Settings(**values)
-    app = create_app(app_settings)
-    models = {"nbsvm": cue_model(seconds_per_call), "bert": cue_model(seconds_per_call)}
-    analyzer = ModelAnalyzer(models, app_settings, "cpu (stand-in models)", call_weight)
-    app.dependency_overrides[get_analyzer] = lambda: analyzer
-    return app, analyzer, models
-
-
 def review(sentences: int) -> str:
     return " ".join(f"Sentence {i} was {'good' if i % 2 else 'boring'}." for i in range(sentences))
 
