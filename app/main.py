@@ -11,6 +11,7 @@ from app import api, errors, pages
 from app.analysis import load_analyzer
 from app.db import make_engine, sqlite_path
 from app.guard import ApiGuard
+from app.headers import SecurityHeaders
 from app.settings import Settings
 from app.timing import ServerTiming
 
@@ -59,5 +60,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api.install(app)
     errors.install(app)
     app.add_middleware(ApiGuard, settings=settings)
-    app.add_middleware(ServerTiming)  # added last: outermost, so it times the guard too
+    app.add_middleware(ServerTiming)  # outside the guard, so it times the guard too
+    app.add_middleware(SecurityHeaders)  # outermost: the guard's refusals carry the headers too
     return app

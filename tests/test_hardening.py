@@ -226,6 +226,35 @@ def test_anonymous_writes_need_a_loopback_server_or_an_explicit_yes(tmp_path, se
         assert client.post("/api/reviews", json={"text": "A good film."}, headers=headers).status_code == 200
 
 
+# --- security headers ----------------------------------------------------------------------------
+
+
+def test_every_answer_carries_the_security_headers(web_database):
+    """Pages, JSON, static files, errors and the guard's refusals alike (the browser tests check
+    that the pages run under the policy)."""
+    app, _, _ = analyzer_app(web_database, api_token="s3cret")
+    with serve_in_thread(app) as url:
+        answers = [
+            httpx.get(f"{url}/"),
+            httpx.get(f"{url}/api/movies"),
+            httpx.get(f"{url}/static/textflix.css"),
+            httpx.get(f"{url}/movies/tt9999999"),
+            httpx.post(f"{url}/api/predict", json={"texts": ["Good."]}),
+            httpx.post(f"{url}/api/predict", content=b"x", headers={"Authorization": "Bearer s3cret"}),
+        ]
+        docs = httpx.get(f"{url}/docs")
+    assert [a.status_code for a in answers] == [200, 200, 200, 404, 401, 415]
+    for answer in answers:
+        policy = answer.headers["content-security-policy"]
+        assert "default-src 'self'" in policy and "script-src 'self';" in policy and "frame-ancestors 'none'" in policy
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["referrer-policy"] == "strict-origin-when-cross-origin"
+    # Swagger UI comes from its CDN and starts with an inline script: allowed there only, still not framed
+    assert docs.status_code == 200 and "cdn.jsdelivr.net" in docs.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in docs.headers["content-security-policy"]
+
+
 # --- secrets -------------------------------------------------------------------------------------
 
 PASSWORD = "pw-that-must-not-show"
