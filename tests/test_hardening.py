@@ -8,6 +8,7 @@ the tests can make the server busy on purpose.
 import asyncio
 import json
 import logging
+import os
 import time
 
 import httpx
@@ -253,6 +254,68 @@ def test_every_answer_carries_the_security_headers(web_database):
     # Swagger UI comes from its CDN and starts with an inline script: allowed there only, still not framed
     assert docs.status_code == 200 and "cdn.jsdelivr.net" in docs.headers["content-security-policy"]
     assert "frame-ancestors 'none'" in docs.headers["content-security-policy"]
+
+
+# --- the NB-SVM model file ------------------------------------------------------------------------
+
+TRAINING = (["A good film, loved it.", "Great cast and a great story."] * 5, ["Awful and boring.", "A bad film."] * 5)
+
+
+class RunsCode:
+    """What a tampered model file would hold: an object whose loading runs a command."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+@pytest.fixture
+def nbsvm_dir(tmp_path):
+    from model.config import NbsvmConfig
+    from model.nbsvm import NbsvmClassifier
+
+    texts = TRAINING[0] + TRAINING[1]
+    labels = ["positive"] * len(TRAINING[0]) + ["negative"] * len(TRAINING[1])
+    NbsvmClassifier.train(texts, labels, NbsvmConfig()).save(tmp_path / "models" / "nbsvm")
+    return tmp_path / "models"
+
+
+def test_nbsvm_is_saved_without_pickle_and_loads_back(nbsvm_dir):
+    from model.names import MODEL_META_FILE
+    from model.nbsvm import NbsvmClassifier
+
+    assert sorted(p.name for p in (nbsvm_dir / "nbsvm").iterdir()) == sorted(["model.skops", MODEL_META_FILE])
+    model = NbsvmClassifier.load(nbsvm_dir / "nbsvm")
+    positive, negative = model.predict_proba(["A great film, loved it.", "Boring and awful."])[:, 1]
+    assert positive > 0.5 > negative
+
+
+@pytest.mark.parametrize("tampering", ["pickle", "foreign-type", "garbled"])
+def test_a_tampered_nbsvm_file_is_refused_with_a_clear_message(nbsvm_dir, tmp_path, tampering):
+    import pickle
+
+    import skops.io
+
+    from model.trained import ModelUnavailable, load_trained
+
+    folder, marker = nbsvm_dir / "nbsvm", tmp_path / "code-ran"
+    if tampering == "pickle":  # the format before: a pickle that runs a command when loaded
+        (folder / "model.skops").unlink()
+        (folder / "model.joblib").write_bytes(pickle.dumps(RunsCode(marker)))
+        expected = "model.joblib is a pickle, which is not loaded"
+    elif tampering == "foreign-type":  # a valid skops file that calls os.system
+        skops.io.dump({"counts": os.system}, folder / "model.skops")
+        expected = "holds types an NB-SVM model never holds (posix.system)"
+    else:
+        data = (folder / "model.skops").read_bytes()
+        (folder / "model.skops").write_bytes(data[: len(data) // 2])
+        expected = "cannot be loaded"
+    with pytest.raises(ModelUnavailable, match=r"NB-SVM model in .* cannot be loaded") as refused:
+        load_trained("nbsvm", nbsvm_dir, "cpu")
+    assert expected in str(refused.value) and "delete that folder and run `textflix build`" in str(refused.value)
+    assert not marker.exists()
 
 
 # --- secrets -------------------------------------------------------------------------------------
