@@ -204,21 +204,82 @@ def test_the_guard_holds_behind_a_proxy_root_path(web_database):
 # --- who may write -------------------------------------------------------------------------------
 
 
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host", "content-length"}
+
+
+def reverse_proxy(upstream: str, pass_host: bool):
+    """A reverse proxy, as nginx is configured in deploy/nginx.conf: the client's Host passed on or
+    replaced by the upstream's, and the connecting address appended to X-Forwarded-For."""
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k.decode("latin-1") not in HOP_BY_HOP}
+        client = scope["client"][0]
+        headers["x-forwarded-for"] = f"{headers['x-forwarded-for']}, {client}" if "x-forwarded-for" in headers else client
+        if pass_host:
+            headers["host"] = dict(scope["headers"])[b"host"].decode("latin-1")
+        async with httpx.AsyncClient(base_url=upstream) as client:
+            answer = await client.request(scope["method"], scope["path"], content=body, headers=headers)
+        await send({"type": "http.response.start", "status": answer.status_code,
+                    "headers": [(k.encode(), v.encode()) for k, v in answer.headers.items() if k not in HOP_BY_HOP]})  # fmt: skip
+        await send({"type": "http.response.body", "body": answer.content})
+
+    return app
+
+
+def write_review(url: str, **headers) -> httpx.Response:
+    return httpx.post(f"{url}/api/reviews", json={"text": "A good film.", "title_id": TITLE}, headers=headers, timeout=30)
+
+
+@pytest.mark.parametrize("trusted", [False, True], ids=["no-trusted-proxy", "trusted-local-proxy"])
+def test_anonymous_writes_come_only_from_this_machine_by_its_own_name(tmp_path, trusted):
+    from app.cli import uvicorn_options
+    from tests.web_fixtures import build_web_database
+
+    app, _, _ = analyzer_app(build_web_database(tmp_path / "textflix.db"), trusted_proxies=["127.0.0.1"] if trusted else [])
+    with serve_in_thread(app, **uvicorn_options(app.state.settings)) as url:
+        port = url.rsplit(":", 1)[1]
+        assert write_review(url).status_code == 201  # curl on this machine
+        assert write_review(url, Host=f"localhost:{port}").status_code == 201
+        rebinding = write_review(url, Host=f"attacker.example:{port}")  # a page whose name resolves to 127.0.0.1
+        assert rebinding.status_code == 403 and "Host header" in rebinding.json()["detail"][0]["message"]
+        with serve_in_thread(reverse_proxy(url, pass_host=True)) as proxy:
+            assert write_review(proxy, Host="textflix.example").status_code == 403
+        with serve_in_thread(reverse_proxy(url, pass_host=False)) as proxy:  # Host: the upstream's own
+            from_here = write_review(proxy)
+            from_afar = write_review(proxy, **{"X-Forwarded-For": "203.0.113.7"})  # a remote client, as the proxy reports it
+            forged = write_review(url, **{"X-Forwarded-For": "127.0.0.1", "Host": f"127.0.0.1:{port}"})
+    assert from_afar.status_code == 403
+    message = from_afar.json()["detail"][0]["message"]
+    assert "TEXTFLIX_API_TOKEN" in message
+    if trusted:  # the proxy's word is taken: the client is who it says
+        assert from_here.status_code == 201 and "203.0.113.7" in message
+        assert forged.status_code == 201  # from this machine, through no proxy: it is local either way
+    else:  # no proxy is trusted: a request that passed one is not local, whatever it says
+        assert from_here.status_code == 403 and "TEXTFLIX_TRUSTED_PROXIES" in message
+        assert forged.status_code == 403
+
+
 @pytest.mark.parametrize(
     ("settings", "headers", "status"),
     [
-        ({"host": "0.0.0.0"}, {}, 403),
-        ({"host": "0.0.0.0", "allow_anonymous_writes": True}, {}, 201),
-        ({"host": "0.0.0.0", "api_token": "s3cret"}, {"Authorization": "Bearer s3cret"}, 201),
-        ({"host": "127.0.0.1"}, {}, 201),
+        ({}, {}, 403),
+        ({"allow_anonymous_writes": True}, {}, 201),
+        ({"api_token": "s3cret"}, {"Authorization": "Bearer s3cret"}, 201),
     ],
-    ids=["public-no-token", "public-allowed", "public-token", "loopback"],
+    ids=["no-token", "anonymous-allowed", "token"],
 )
-def test_anonymous_writes_need_a_loopback_server_or_an_explicit_yes(tmp_path, settings, headers, status):
+def test_a_client_not_on_this_machine_needs_the_token_or_an_explicit_yes(tmp_path, settings, headers, status):
     from tests.web_fixtures import build_web_database
 
     app, _, _ = analyzer_app(build_web_database(tmp_path / "textflix.db"), **settings)
-    with TestClient(app) as client:
+    with TestClient(app) as client:  # the client's address is "testclient"
         response = client.post("/api/reviews", json={"text": "A good film.", "title_id": TITLE}, headers=headers)
         assert response.status_code == status, response.text
         if status == 403:
