@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import API_PREFIX, AppError, error_response, problem, route_path
+from app.limits import check_write_allowed
 from app.settings import Settings
 
 GUARDED_METHODS = {"POST", "PUT", "PATCH"}
@@ -67,9 +68,12 @@ def token_problem(authorization: str | None, token: bytes, needed_on: str = "eve
 
 def require_token(request: Request, _credentials=Security(bearer)) -> None:
     """A GET route's own token check (the export, which reads the whole database), answered as the
-    guard answers a POST; ``Security(bearer)`` documents it in OpenAPI."""
-    secret = request.app.state.settings.api_token
+    guard answers a POST; ``Security(bearer)`` documents it in OpenAPI. Without a token, the route
+    is as open as a write (``check_write_allowed``)."""
+    settings = request.app.state.settings
+    secret = settings.api_token
     if secret is None:
+        check_write_allowed(request, settings, "Authorization", "exports the database")
         return
     refused = token_problem(request.headers.get("authorization"), secret.get_secret_value().encode("utf-8"), "the export")
     if refused:

@@ -135,14 +135,15 @@ def not_local(request: Request, settings: Settings) -> str | None:
     return None
 
 
-def check_write_allowed(request: Request, settings: Settings) -> None:
-    """Storing a review needs the token (checked by the guard when one is set), a client on this
-    machine (``not_local``), or ``allow_anonymous_writes``."""
+def check_write_allowed(request: Request, settings: Settings, field: str = "title_id", what: str = "stores reviews") -> None:
+    """Storing a review, or exporting the database, needs the token (checked by the guard, or by
+    ``require_token``, when one is set), a client on this machine (``not_local``), or
+    ``allow_anonymous_writes``."""
     if settings.api_token is not None or settings.allow_anonymous_writes:
         return
     if reason := not_local(request, settings):
         raise AppError.one(
-            403, "title_id",
-            f"Without a token this server stores reviews only from this machine, and {reason}: its operator can "
+            403, field,
+            f"Without a token this server {what} only for this machine, and {reason}: its operator can "
             "set TEXTFLIX_API_TOKEN (and you send the token), or TEXTFLIX_ALLOW_ANONYMOUS_WRITES=1.",
         )  # fmt: skip

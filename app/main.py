@@ -54,6 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.database_problem = problem
     app.state.engine = None if problem else make_engine(settings.database)
     app.state.write_lock = threading.Lock()  # one writer at a time (SQLite)
+    app.state.export_lock = threading.Lock()  # one export at a time: each reads the whole database
     app.state.analyzer = None  # loaded at start-up, see lifespan
 
     pages.install(app)
