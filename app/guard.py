@@ -116,7 +116,7 @@ class ApiGuard:
             return await refuse(415, "Content-Type", f"Send the body as {allowed} ({got}).")
         declared = headers.get("content-length")
         if declared is not None:
-            if not declared.strip().isdigit():
+            if not (declared.strip().isascii() and declared.strip().isdigit()):  # "²".isdigit(), but int("²") fails
                 return await refuse(400, "Content-Length", f"Content-Length must be a number of bytes, not {declared!r}.")
             if int(declared) > self.limit:
                 return await refuse(

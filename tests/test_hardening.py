@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.analysis import BACKGROUND, URGENT, MicroBatcher
+from app.errors import ServerStopping
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import serve_in_thread
@@ -199,6 +200,52 @@ def test_the_guard_holds_behind_a_proxy_root_path(web_database):
         assert ok.status_code == 200
         assert client.get("/tf/api/nowhere").json()["detail"][0]["message"].startswith("There is no API endpoint")
     assert models["bert"].calls == [1]
+
+
+def test_a_content_length_of_non_ascii_digits_is_a_400(web_database):
+    app, _, models = analyzer_app(web_database)
+    with TestClient(app) as client:
+        for declared in ("\u00b2", "\u00b9\u00b3"):  # "²", "¹³": header bytes are latin-1, and these pass str.isdigit()
+            headers = {"Content-Type": "application/json", "Content-Length": declared.encode("latin-1")}
+            response = client.post("/api/predict", content=b"{}", headers=headers)
+            assert response.status_code == 400, response.text
+            assert response.json()["detail"][0]["field"] == "Content-Length"
+    assert models["bert"].calls == []
+
+
+def test_a_server_started_before_its_database_serves_it_once_built_and_never_names_its_path(tmp_path):
+    from tests.web_fixtures import build_web_database
+
+    path = tmp_path / "textflix.db"
+    app = create_app(Settings(database_url=f"sqlite:///{path}", data_dir=tmp_path))
+    use_analyzer(app, FakeAnalyzer())
+    with TestClient(app) as client:
+        for page in ("/", "/api/movies", "/index.json"):
+            response = client.get(page)
+            assert response.status_code == 503 and "textflix build" in response.text
+            assert str(tmp_path) not in response.text
+        assert client.get("/api/health").json()["database"] == "unavailable"
+        build_web_database(path)  # the build finishes while the server runs
+        assert client.get("/api/health").json()["database"] == "ok"
+        assert client.get("/").status_code == 200
+        assert client.get("/api/movies").json()["titles"]
+
+
+def test_work_still_waiting_when_the_server_stops_is_a_503(web_database):
+    app, analyzer, models = analyzer_app(web_database, seconds_per_call=1.0, call_weight=1)
+
+    async def main():
+        running = asyncio.ensure_future(analyzer.analyze(["A good film."], False))
+        waiting = asyncio.ensure_future(analyzer.analyze(["A bad film."], False))
+        await asyncio.sleep(0.3)  # the first is in its model call, the second waits behind it
+        await analyzer.stop()
+        return await asyncio.gather(running, waiting, return_exceptions=True)
+
+    outcomes = asyncio.run(main())
+    stopped = [o for o in outcomes if isinstance(o, Exception)]
+    assert stopped and all(isinstance(o, ServerStopping) and o.status == 503 for o in stopped)
+    assert stopped[0].headers["Retry-After"]
+    assert analyzer.work.in_flight == 0
 
 
 # --- who may write -------------------------------------------------------------------------------
