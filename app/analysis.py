@@ -44,7 +44,7 @@ from typing import Protocol
 
 import numpy as np
 
-from app.errors import ServerBusy
+from app.errors import ServerBusy, ServerStopping
 from app.settings import Settings
 from model.config import LimeConfig
 from model.names import DISPLAY_NAMES, MODELS, label_of
@@ -291,7 +291,7 @@ class MicroBatcher:
         self._waiting.clear()
         for _, future in pending:
             if not future.done():
-                future.set_exception(RuntimeError("The server is stopping."))
+                future.set_exception(ServerStopping())
         self._task = None
         self._in_flight = []
         if self._executor is not None:

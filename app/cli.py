@@ -143,6 +143,12 @@ def report(settings: Settings, as_json: bool = False) -> int:
     return 0
 
 
+def uvicorn_options(settings: Settings) -> dict:
+    """How uvicorn serves the app, besides where: X-Forwarded-For read only from ``trusted_proxies``
+    (uvicorn's own default trusts 127.0.0.1, which would take a local proxy's word for who writes)."""
+    return {"proxy_headers": bool(settings.trusted_proxies), "forwarded_allow_ips": settings.trusted_proxies or None}
+
+
 def serve(settings: Settings) -> int:
     import uvicorn
 
@@ -150,7 +156,7 @@ def serve(settings: Settings) -> int:
 
     quiet_transformers()
     if settings.workers == 1:
-        uvicorn.run(create_app(settings), host=settings.host, port=settings.port)
+        uvicorn.run(create_app(settings), host=settings.host, port=settings.port, **uvicorn_options(settings))
         return 0
     hand_to_workers(settings)
     log.info(
@@ -162,7 +168,7 @@ def serve(settings: Settings) -> int:
     )  # fmt: skip
     uvicorn.run(
         "app.cli:worker_app", factory=True, host=settings.host, port=settings.port, workers=settings.workers,
-        timeout_worker_healthcheck=WORKER_PING_TIMEOUT_S,
+        timeout_worker_healthcheck=WORKER_PING_TIMEOUT_S, **uvicorn_options(settings),
     )  # fmt: skip
     return 0
 

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from app.analysis import Analyzer, ExplanationTooLarge
+from app.db import make_engine
 from app.errors import AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
 from app.settings import Settings
 
@@ -28,10 +29,22 @@ async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
+def database_engine(app) -> Engine | None:
+    """The app's engine; None while its SQLite file is missing. A server started before its
+    database was built serves it as soon as the file is there, without a restart."""
+    state = app.state
+    if state.engine is None and state.database_problem is not None:
+        from app.main import database_problem
+
+        if database_problem(state.settings) is None:
+            state.engine, state.database_problem = make_engine(state.settings.database), None
+    return state.engine
+
+
 async def get_engine(request: Request) -> Engine:
-    engine = request.app.state.engine
-    if engine is None:
-        raise DatabaseUnavailable(request.app.state.database_problem)
+    engine = database_engine(request.app)
+    if engine is None:  # the path is in the log, not in the answer
+        raise DatabaseUnavailable("There is no database yet: run `textflix build` to create it.")
     return engine
 
 

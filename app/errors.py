@@ -99,6 +99,16 @@ class ServerBusy(AppError):
         super().__init__(429, problem(None, message), {"Retry-After": str(retry_after)})
 
 
+class ServerStopping(AppError):
+    """The server is shutting down: work still waiting for a model is not done; another server (or this
+    one, restarted) answers a retry."""
+
+    title = "The server is stopping"
+
+    def __init__(self):
+        super().__init__(503, problem(None, "The server is stopping; retry in a moment."), {"Retry-After": "5"})
+
+
 class ClientGone(AppError):
     """The client closed the connection before the answer; nobody reads what is sent."""
 

@@ -28,6 +28,8 @@ from model.names import CATALOGUE, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL
 from model.quality import QUALITY_FIELDS
 
 CHUNK_SIZE = 500
+# A spreadsheet reads a cell that begins with one of these as a formula (OWASP, CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 REVIEW_FIELDS = ("id", "title_id", "title", "source", "gold", "user_label", "rating", "text")
 FIT_FIELDS = ("samples", "intercept", "score")
 
@@ -121,8 +123,16 @@ def csv_columns() -> list[str]:
     ]
 
 
+def spreadsheet_safe(value):
+    """A text cell that a spreadsheet would run as a formula, quoted with a leading ``'`` (OWASP's rule;
+    defusedcsv leaves tab and carriage return out); numbers and other cells pass unchanged."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def csv_row(row: dict) -> dict:
-    """One export row flattened into the ``csv_columns``."""
+    """One export row flattened into the ``csv_columns``, every text cell ``spreadsheet_safe``."""
     flat = {name: row[name] for name in REVIEW_FIELDS}
     for model in MODELS:
         explanation = row["explanations"].get(model, {})
@@ -136,7 +146,7 @@ def csv_row(row: dict) -> dict:
     flat.update({f"word_{name}": value for name, value in (row["word_explanation"] or {}).items()})
     flat["sentences"] = json.dumps(row["sentences"], ensure_ascii=False)
     flat["words"] = json.dumps(row["words"], ensure_ascii=False)
-    return flat
+    return {name: spreadsheet_safe(value) for name, value in flat.items()}
 
 
 def write_jsonl(engine: Engine, out: TextIO) -> int:

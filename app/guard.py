@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import API_PREFIX, AppError, error_response, problem, route_path
+from app.limits import check_write_allowed
 from app.settings import Settings
 
 GUARDED_METHODS = {"POST", "PUT", "PATCH"}
@@ -67,9 +68,12 @@ def token_problem(authorization: str | None, token: bytes, needed_on: str = "eve
 
 def require_token(request: Request, _credentials=Security(bearer)) -> None:
     """A GET route's own token check (the export, which reads the whole database), answered as the
-    guard answers a POST; ``Security(bearer)`` documents it in OpenAPI."""
-    secret = request.app.state.settings.api_token
+    guard answers a POST; ``Security(bearer)`` documents it in OpenAPI. Without a token, the route
+    is as open as a write (``check_write_allowed``)."""
+    settings = request.app.state.settings
+    secret = settings.api_token
     if secret is None:
+        check_write_allowed(request, settings, "Authorization", "exports the database")
         return
     refused = token_problem(request.headers.get("authorization"), secret.get_secret_value().encode("utf-8"), "the export")
     if refused:
@@ -112,7 +116,7 @@ class ApiGuard:
             return await refuse(415, "Content-Type", f"Send the body as {allowed} ({got}).")
         declared = headers.get("content-length")
         if declared is not None:
-            if not declared.strip().isdigit():
+            if not (declared.strip().isascii() and declared.strip().isdigit()):  # "²".isdigit(), but int("²") fails
                 return await refuse(400, "Content-Length", f"Content-Length must be a number of bytes, not {declared!r}.")
             if int(declared) > self.limit:
                 return await refuse(

@@ -4,6 +4,9 @@ Each check raises ``AppError`` (422) naming the field and the limit, before any 
 """
 
 import ipaddress
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
 
 from app.analysis import analysis_cost
 from model.config import LimeConfig
@@ -94,6 +97,10 @@ def check_page_size(per_page: int, settings: Settings) -> None:
         raise AppError.one(422, "per_page", f"At most {limit} items per page; got {per_page:,}.", limit)
 
 
+# Headers a proxy adds: a request that has one came through a proxy, whatever address it comes from.
+FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip", "via")
+
+
 def on_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -103,12 +110,40 @@ def on_loopback(host: str) -> bool:
         return False
 
 
-def check_write_allowed(settings: Settings) -> None:
-    """Storing a review needs the token (checked by the guard when one is set), a server that
-    listens on this machine only, or ``allow_anonymous_writes``."""
-    if settings.api_token is None and not settings.allow_anonymous_writes and not on_loopback(settings.host):
+def not_local(request: Request, settings: Settings) -> str | None:
+    """Why ``request`` is not from a client on this machine, or None when it is.
+
+    The client is the connecting socket's address; uvicorn takes it from X-Forwarded-For only
+    from ``trusted_proxies`` (``app.cli.uvicorn_options``), and without any, a request that
+    carries a proxy's header came through a proxy and is not taken as local. The Host header
+    must name this machine too (``localhost`` or a loopback address), so that a page of
+    another site whose name resolves to 127.0.0.1 (DNS rebinding) cannot write."""
+    client = request.client.host if request.client else None
+    if client is None or not on_loopback(client):
+        return f"the client is at {client or 'an unknown address'}"
+    if not settings.trusted_proxies:
+        forwarded = [name for name in FORWARDING_HEADERS if name in request.headers]
+        if forwarded:
+            return f"it came through a proxy ({', '.join(forwarded)}) and TEXTFLIX_TRUSTED_PROXIES is not set"
+    host = request.headers.get("host", "")
+    try:
+        hostname = urlsplit(f"//{host}").hostname
+    except ValueError:
+        hostname = None
+    if hostname is None or not on_loopback(hostname):
+        return f"its Host header ({host!r}) does not name this machine"
+    return None
+
+
+def check_write_allowed(request: Request, settings: Settings, field: str = "title_id", what: str = "stores reviews") -> None:
+    """Storing a review, or exporting the database, needs the token (checked by the guard, or by
+    ``require_token``, when one is set), a client on this machine (``not_local``), or
+    ``allow_anonymous_writes``."""
+    if settings.api_token is not None or settings.allow_anonymous_writes:
+        return
+    if reason := not_local(request, settings):
         raise AppError.one(
-            403, "title_id",
-            f"This server listens on {settings.host} and takes no anonymous writes, so it stores no reviews: "
-            "its operator can set TEXTFLIX_API_TOKEN (and you send the token), or TEXTFLIX_ALLOW_ANONYMOUS_WRITES=1.",
+            403, field,
+            f"Without a token this server {what} only for this machine, and {reason}: its operator can "
+            "set TEXTFLIX_API_TOKEN (and you send the token), or TEXTFLIX_ALLOW_ANONYMOUS_WRITES=1.",
         )  # fmt: skip

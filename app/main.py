@@ -11,6 +11,7 @@ from app import api, errors, pages
 from app.analysis import load_analyzer
 from app.db import make_engine, sqlite_path
 from app.guard import ApiGuard
+from app.headers import SecurityHeaders
 from app.settings import Settings
 from app.timing import ServerTiming
 
@@ -53,11 +54,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.database_problem = problem
     app.state.engine = None if problem else make_engine(settings.database)
     app.state.write_lock = threading.Lock()  # one writer at a time (SQLite)
+    app.state.export_lock = threading.Lock()  # one export at a time: each reads the whole database
     app.state.analyzer = None  # loaded at start-up, see lifespan
 
     pages.install(app)
     api.install(app)
     errors.install(app)
     app.add_middleware(ApiGuard, settings=settings)
-    app.add_middleware(ServerTiming)  # added last: outermost, so it times the guard too
+    app.add_middleware(ServerTiming)  # outside the guard, so it times the guard too
+    app.add_middleware(SecurityHeaders)  # outermost: the guard's refusals carry the headers too
     return app

@@ -95,12 +95,27 @@ class CurveConfig(ConfigGroup):
 
 class Server(ConfigGroup):
     host: str = Field("127.0.0.1", description="Address the server listens on.")
+    # NoDecode: the environment variable is read like the flag, not as JSON only.
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="Addresses (or networks, or *) of the proxies in front of the server, comma-separated: only "
+        "from these is X-Forwarded-For read as the client's address. Default none: the client is the connecting "
+        "address, and a request with a proxy's header is not taken as from this machine.",
+    )
     port: int = Field(8000, description="Port the server listens on.")
     workers: int = Field(
         1, ge=1,
         description="Server processes sharing the port; each loads its own copy of the models and has its own "
         "micro-batcher and TEXTFLIX_MAX_WORK_IN_FLIGHT.",
     )  # fmt: skip
+
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _trusted_proxies(cls, value):
+        if isinstance(value, str):  # "127.0.0.1,10.0.0.0/8", or JSON's '["127.0.0.1"]'
+            return [part.strip(' "') for part in value.strip("[] ").split(",") if part.strip(' "')]
+        return value
 
 
 class Pages(ConfigGroup):

@@ -3,6 +3,10 @@
 Binary unigram and bigram counts over Snowball-stemmed tokens without stop
 words, scaled by naive-Bayes log-count ratios, fed to a linear SVM whose
 scores are calibrated into probabilities (Platt scaling).
+
+Saved with skops, not pickle: loading reads only the types that ``TRUSTED_TYPES`` lists
+(scikit-learn's own, NumPy's and this module's), so a model file that someone swapped
+for another cannot run code in the server; it is refused, naming what it holds.
 """
 
 import re
@@ -10,8 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar
 
-import joblib
 import numpy as np
+import skops.io
 import snowballstemmer
 from scipy import sparse
 from scipy.special import expit
@@ -25,7 +29,15 @@ from model.artifacts import atomic_directory, read_meta
 from model.config import NbsvmConfig
 from model.names import DISPLAY_NAMES, LABELS, NBSVM
 
-MODEL_FILE = "model.joblib"
+MODEL_FILE = "model.skops"
+PICKLE_FILE = "model.joblib"  # how NB-SVM was saved before; never loaded
+# Beyond the types skops trusts by default: what a fitted ``build_nbsvm`` pipeline holds.
+TRUSTED_TYPES = [
+    "model.nbsvm.NBLogCountRatio",
+    "model.nbsvm.stemmed_tokens",
+    "sklearn.calibration._CalibratedClassifier",
+    "sklearn.calibration._SigmoidCalibration",
+]
 TOKEN = re.compile(r"(?u)\b\w\w+\b")
 _stemmer = snowballstemmer.stemmer("english")
 
@@ -128,9 +140,28 @@ class NbsvmClassifier:
 
     def save(self, directory: Path, meta: dict | None = None) -> None:
         with atomic_directory(directory, {**self.config.model_dump(), **(meta or {})}) as partial:
-            joblib.dump(self.pipeline, partial / MODEL_FILE)
+            skops.io.dump(self.pipeline, partial / MODEL_FILE)
 
     @classmethod
     def load(cls, directory: Path, device=None, max_tokens=None, cpu_int8=False) -> "NbsvmClassifier":
-        pipeline = joblib.load(directory / MODEL_FILE)
+        """The model saved in ``directory``; ``UnsafeModelFile`` when the file holds types NB-SVM never saves,
+        or is a pickle."""
+        path = directory / MODEL_FILE
+        if not path.is_file() and (directory / PICKLE_FILE).is_file():
+            raise UnsafeModelFile(
+                f"{directory / PICKLE_FILE} is a pickle, which is not loaded: loading it would run whatever code it holds"
+            )
+        untrusted = sorted(set(skops.io.get_untrusted_types(file=path)) - set(TRUSTED_TYPES))
+        if untrusted:
+            raise UnsafeModelFile(
+                f"{path} holds types an NB-SVM model never holds ({', '.join(untrusted)}): refused, since loading them "
+                "could run code"
+            )
+        pipeline = skops.io.load(path, trusted=TRUSTED_TYPES)
+        if not isinstance(pipeline, Pipeline) or list(pipeline.named_steps) != ["counts", "nb", "svm"]:
+            raise UnsafeModelFile(f"{path} holds no NB-SVM pipeline")
         return cls(pipeline, NbsvmConfig.model_validate(read_meta(directory, DISPLAY_NAMES[cls.key])))
+
+
+class UnsafeModelFile(ValueError):
+    """A model file that is not what ``NbsvmClassifier.save`` writes; the message says what it holds."""

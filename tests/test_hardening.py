@@ -8,6 +8,7 @@ the tests can make the server busy on purpose.
 import asyncio
 import json
 import logging
+import os
 import time
 
 import httpx
@@ -15,41 +16,14 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.analysis import BACKGROUND, URGENT, MicroBatcher, ModelAnalyzer
-from app.deps import get_analyzer
+from app.analysis import BACKGROUND, URGENT, MicroBatcher
+from app.errors import ServerStopping
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import serve_in_thread
-from tests.web_fixtures import FakeAnalyzer, use_analyzer, web_database  # noqa: F401
+from tests.web_fixtures import FakeAnalyzer, analyzer_app, use_analyzer, web_database  # noqa: F401
 
 TITLE = "tt0100001"
-CUES = {"good": 1.0, "great": 1.0, "loved": 1.0, "bad": -1.0, "awful": -1.0, "boring": -1.0}
-
-
-def cue_model(seconds_per_call: float):
-    """A stand-in classifier: sentiment from cue words, ``seconds_per_call`` per call; records its calls."""
-
-    def predict(texts: list[str]) -> np.ndarray:
-        time.sleep(seconds_per_call)
-        predict.calls.append(len(texts))
-        score = np.array([sum(CUES.get(w.strip(".,!?").lower(), 0.0) for w in t.split()) for t in texts])
-        p = 1 / (1 + np.exp(-score))
-        return np.stack([1 - p, p], axis=1)
-
-    predict.calls = []
-    return predict
-
-
-def analyzer_app(database: str, seconds_per_call: float = 0.0, call_weight: float = 8, **settings) -> tuple:
-    values = dict(database_url=database, lime_samples=16, batch_window_ms=2, **settings)
-    app_settings = Settings(**values)
-    app = create_app(app_settings)
-    models = {"nbsvm": cue_model(seconds_per_call), "bert": cue_model(seconds_per_call)}
-    analyzer = ModelAnalyzer(models, app_settings, "cpu (stand-in models)", call_weight)
-    app.dependency_overrides[get_analyzer] = lambda: analyzer
-    return app, analyzer, models
-
-
 def review(sentences: int) -> str:
     return " ".join(f"Sentence {i} was {'good' if i % 2 else 'boring'}." for i in range(sentences))
 
@@ -228,30 +202,228 @@ def test_the_guard_holds_behind_a_proxy_root_path(web_database):
     assert models["bert"].calls == [1]
 
 
+def test_a_content_length_of_non_ascii_digits_is_a_400(web_database):
+    app, _, models = analyzer_app(web_database)
+    with TestClient(app) as client:
+        for declared in ("\u00b2", "\u00b9\u00b3"):  # "²", "¹³": header bytes are latin-1, and these pass str.isdigit()
+            headers = {"Content-Type": "application/json", "Content-Length": declared.encode("latin-1")}
+            response = client.post("/api/predict", content=b"{}", headers=headers)
+            assert response.status_code == 400, response.text
+            assert response.json()["detail"][0]["field"] == "Content-Length"
+    assert models["bert"].calls == []
+
+
+def test_a_server_started_before_its_database_serves_it_once_built_and_never_names_its_path(tmp_path):
+    from tests.web_fixtures import build_web_database
+
+    path = tmp_path / "textflix.db"
+    app = create_app(Settings(database_url=f"sqlite:///{path}", data_dir=tmp_path))
+    use_analyzer(app, FakeAnalyzer())
+    with TestClient(app) as client:
+        for page in ("/", "/api/movies", "/index.json"):
+            response = client.get(page)
+            assert response.status_code == 503 and "textflix build" in response.text
+            assert str(tmp_path) not in response.text
+        assert client.get("/api/health").json()["database"] == "unavailable"
+        build_web_database(path)  # the build finishes while the server runs
+        assert client.get("/api/health").json()["database"] == "ok"
+        assert client.get("/").status_code == 200
+        assert client.get("/api/movies").json()["titles"]
+
+
+def test_work_still_waiting_when_the_server_stops_is_a_503(web_database):
+    app, analyzer, models = analyzer_app(web_database, seconds_per_call=1.0, call_weight=1)
+
+    async def main():
+        running = asyncio.ensure_future(analyzer.analyze(["A good film."], False))
+        waiting = asyncio.ensure_future(analyzer.analyze(["A bad film."], False))
+        await asyncio.sleep(0.3)  # the first is in its model call, the second waits behind it
+        await analyzer.stop()
+        return await asyncio.gather(running, waiting, return_exceptions=True)
+
+    outcomes = asyncio.run(main())
+    stopped = [o for o in outcomes if isinstance(o, Exception)]
+    assert stopped and all(isinstance(o, ServerStopping) and o.status == 503 for o in stopped)
+    assert stopped[0].headers["Retry-After"]
+    assert analyzer.work.in_flight == 0
+
+
 # --- who may write -------------------------------------------------------------------------------
+
+
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host", "content-length"}
+
+
+def reverse_proxy(upstream: str, pass_host: bool):
+    """A reverse proxy, as nginx is configured in deploy/nginx.conf: the client's Host passed on or
+    replaced by the upstream's, and the connecting address appended to X-Forwarded-For."""
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k.decode("latin-1") not in HOP_BY_HOP}
+        client = scope["client"][0]
+        headers["x-forwarded-for"] = f"{headers['x-forwarded-for']}, {client}" if "x-forwarded-for" in headers else client
+        if pass_host:
+            headers["host"] = dict(scope["headers"])[b"host"].decode("latin-1")
+        async with httpx.AsyncClient(base_url=upstream) as client:
+            answer = await client.request(scope["method"], scope["path"], content=body, headers=headers)
+        await send({"type": "http.response.start", "status": answer.status_code,
+                    "headers": [(k.encode(), v.encode()) for k, v in answer.headers.items() if k not in HOP_BY_HOP]})  # fmt: skip
+        await send({"type": "http.response.body", "body": answer.content})
+
+    return app
+
+
+def write_review(url: str, **headers) -> httpx.Response:
+    return httpx.post(f"{url}/api/reviews", json={"text": "A good film.", "title_id": TITLE}, headers=headers, timeout=30)
+
+
+@pytest.mark.parametrize("trusted", [False, True], ids=["no-trusted-proxy", "trusted-local-proxy"])
+def test_anonymous_writes_come_only_from_this_machine_by_its_own_name(tmp_path, trusted):
+    from app.cli import uvicorn_options
+    from tests.web_fixtures import build_web_database
+
+    app, _, _ = analyzer_app(build_web_database(tmp_path / "textflix.db"), trusted_proxies=["127.0.0.1"] if trusted else [])
+    with serve_in_thread(app, **uvicorn_options(app.state.settings)) as url:
+        port = url.rsplit(":", 1)[1]
+        assert write_review(url).status_code == 201  # curl on this machine
+        assert write_review(url, Host=f"localhost:{port}").status_code == 201
+        rebinding = write_review(url, Host=f"attacker.example:{port}")  # a page whose name resolves to 127.0.0.1
+        assert rebinding.status_code == 403 and "Host header" in rebinding.json()["detail"][0]["message"]
+        with serve_in_thread(reverse_proxy(url, pass_host=True)) as proxy:
+            assert write_review(proxy, Host="textflix.example").status_code == 403
+        with serve_in_thread(reverse_proxy(url, pass_host=False)) as proxy:  # Host: the upstream's own
+            from_here = write_review(proxy)
+            from_afar = write_review(proxy, **{"X-Forwarded-For": "203.0.113.7"})  # a remote client, as the proxy reports it
+            forged = write_review(url, **{"X-Forwarded-For": "127.0.0.1", "Host": f"127.0.0.1:{port}"})
+    assert from_afar.status_code == 403
+    message = from_afar.json()["detail"][0]["message"]
+    assert "TEXTFLIX_API_TOKEN" in message
+    if trusted:  # the proxy's word is taken: the client is who it says
+        assert from_here.status_code == 201 and "203.0.113.7" in message
+        assert forged.status_code == 201  # from this machine, through no proxy: it is local either way
+    else:  # no proxy is trusted: a request that passed one is not local, whatever it says
+        assert from_here.status_code == 403 and "TEXTFLIX_TRUSTED_PROXIES" in message
+        assert forged.status_code == 403
 
 
 @pytest.mark.parametrize(
     ("settings", "headers", "status"),
     [
-        ({"host": "0.0.0.0"}, {}, 403),
-        ({"host": "0.0.0.0", "allow_anonymous_writes": True}, {}, 201),
-        ({"host": "0.0.0.0", "api_token": "s3cret"}, {"Authorization": "Bearer s3cret"}, 201),
-        ({"host": "127.0.0.1"}, {}, 201),
+        ({}, {}, 403),
+        ({"allow_anonymous_writes": True}, {}, 201),
+        ({"api_token": "s3cret"}, {"Authorization": "Bearer s3cret"}, 201),
     ],
-    ids=["public-no-token", "public-allowed", "public-token", "loopback"],
+    ids=["no-token", "anonymous-allowed", "token"],
 )
-def test_anonymous_writes_need_a_loopback_server_or_an_explicit_yes(tmp_path, settings, headers, status):
+def test_a_client_not_on_this_machine_needs_the_token_or_an_explicit_yes(tmp_path, settings, headers, status):
     from tests.web_fixtures import build_web_database
 
     app, _, _ = analyzer_app(build_web_database(tmp_path / "textflix.db"), **settings)
-    with TestClient(app) as client:
+    with TestClient(app) as client:  # the client's address is "testclient"
         response = client.post("/api/reviews", json={"text": "A good film.", "title_id": TITLE}, headers=headers)
         assert response.status_code == status, response.text
         if status == 403:
             assert "TEXTFLIX_API_TOKEN" in response.json()["detail"][0]["message"]
         # analysing without storing needs no permission
         assert client.post("/api/reviews", json={"text": "A good film."}, headers=headers).status_code == 200
+
+
+# --- security headers ----------------------------------------------------------------------------
+
+
+def test_every_answer_carries_the_security_headers(web_database):
+    """Pages, JSON, static files, errors and the guard's refusals alike (the browser tests check
+    that the pages run under the policy)."""
+    app, _, _ = analyzer_app(web_database, api_token="s3cret")
+    with serve_in_thread(app) as url:
+        answers = [
+            httpx.get(f"{url}/"),
+            httpx.get(f"{url}/api/movies"),
+            httpx.get(f"{url}/static/textflix.css"),
+            httpx.get(f"{url}/movies/tt9999999"),
+            httpx.post(f"{url}/api/predict", json={"texts": ["Good."]}),
+            httpx.post(f"{url}/api/predict", content=b"x", headers={"Authorization": "Bearer s3cret"}),
+        ]
+        docs = httpx.get(f"{url}/docs")
+    assert [a.status_code for a in answers] == [200, 200, 200, 404, 401, 415]
+    for answer in answers:
+        policy = answer.headers["content-security-policy"]
+        assert "default-src 'self'" in policy and "script-src 'self';" in policy and "frame-ancestors 'none'" in policy
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["referrer-policy"] == "strict-origin-when-cross-origin"
+    # Swagger UI comes from its CDN and starts with an inline script: allowed there only, still not framed
+    assert docs.status_code == 200 and "cdn.jsdelivr.net" in docs.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in docs.headers["content-security-policy"]
+
+
+# --- the NB-SVM model file ------------------------------------------------------------------------
+
+TRAINING = (["A good film, loved it.", "Great cast and a great story."] * 5, ["Awful and boring.", "A bad film."] * 5)
+
+
+class RunsCode:
+    """What a tampered model file would hold: an object whose loading runs a command."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+@pytest.fixture
+def nbsvm_dir(tmp_path):
+    from model.config import NbsvmConfig
+    from model.nbsvm import NbsvmClassifier
+
+    texts = TRAINING[0] + TRAINING[1]
+    labels = ["positive"] * len(TRAINING[0]) + ["negative"] * len(TRAINING[1])
+    NbsvmClassifier.train(texts, labels, NbsvmConfig()).save(tmp_path / "models" / "nbsvm")
+    return tmp_path / "models"
+
+
+def test_nbsvm_is_saved_without_pickle_and_loads_back(nbsvm_dir):
+    from model.names import MODEL_META_FILE
+    from model.nbsvm import NbsvmClassifier
+
+    assert sorted(p.name for p in (nbsvm_dir / "nbsvm").iterdir()) == sorted(["model.skops", MODEL_META_FILE])
+    model = NbsvmClassifier.load(nbsvm_dir / "nbsvm")
+    positive, negative = model.predict_proba(["A great film, loved it.", "Boring and awful."])[:, 1]
+    assert positive > 0.5 > negative
+
+
+@pytest.mark.parametrize("tampering", ["pickle", "foreign-type", "garbled"])
+def test_a_tampered_nbsvm_file_is_refused_with_a_clear_message(nbsvm_dir, tmp_path, tampering):
+    import pickle
+
+    import skops.io
+
+    from model.trained import ModelUnavailable, load_trained
+
+    folder, marker = nbsvm_dir / "nbsvm", tmp_path / "code-ran"
+    if tampering == "pickle":  # the format before: a pickle that runs a command when loaded
+        (folder / "model.skops").unlink()
+        (folder / "model.joblib").write_bytes(pickle.dumps(RunsCode(marker)))
+        expected = "model.joblib is a pickle, which is not loaded"
+    elif tampering == "foreign-type":  # a valid skops file that calls os.system
+        skops.io.dump({"counts": os.system}, folder / "model.skops")
+        expected = "holds types an NB-SVM model never holds (posix.system)"
+    else:
+        data = (folder / "model.skops").read_bytes()
+        (folder / "model.skops").write_bytes(data[: len(data) // 2])
+        expected = "cannot be loaded"
+    with pytest.raises(ModelUnavailable, match=r"NB-SVM model in .* cannot be loaded") as refused:
+        load_trained("nbsvm", nbsvm_dir, "cpu")
+    assert expected in str(refused.value) and "delete that folder and run `textflix build`" in str(refused.value)
+    assert not marker.exists()
 
 
 # --- secrets -------------------------------------------------------------------------------------

@@ -346,6 +346,6 @@ def test_a_corrupt_model_is_named_with_what_to_do(tmp_path):
 
     model_dir = tmp_path / "models" / "nbsvm"
     model_dir.mkdir(parents=True)
-    (model_dir / "model.joblib").write_bytes(b"not a model")
+    (model_dir / "model.skops").write_bytes(b"not a model")
     with pytest.raises(BuildError, match=r"The NB-SVM model in .*nbsvm cannot be loaded .*delete that folder"):
         Pipeline(Settings(data_dir=tmp_path), build_steps("plain")).model("nbsvm")

@@ -10,9 +10,11 @@ and evaluation reviews the pages must not show, and a run record with metrics.
 Import the fixtures into a test module: ``from tests.web_fixtures import web_client``.
 """
 
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
@@ -30,6 +32,7 @@ from app.db import (
     migrate,
     session_scope,
 )
+from app.analysis import ModelAnalyzer
 from app.deps import get_analyzer
 from app.main import create_app
 from app.settings import Settings
@@ -495,3 +498,32 @@ def use_analyzer(app, analyzer: FakeAnalyzer) -> FakeAnalyzer:
     """Make ``app`` analyse with ``analyzer`` instead of its models."""
     app.dependency_overrides[get_analyzer] = lambda: analyzer
     return analyzer
+
+
+# --- the real analyzer over stand-in models -----------------------------------------------------
+
+CUE_WORDS = {"good": 1.0, "great": 1.0, "loved": 1.0, "bad": -1.0, "awful": -1.0, "boring": -1.0}
+
+
+def cue_model(seconds_per_call: float):
+    """A stand-in classifier: sentiment from cue words, ``seconds_per_call`` per call; records its calls."""
+
+    def predict(texts: list[str]) -> np.ndarray:
+        time.sleep(seconds_per_call)
+        predict.calls.append(len(texts))
+        score = np.array([sum(CUE_WORDS.get(w.strip(".,!?").lower(), 0.0) for w in t.split()) for t in texts])
+        p = 1 / (1 + np.exp(-score))
+        return np.stack([1 - p, p], axis=1)
+
+    predict.calls = []
+    return predict
+
+
+def analyzer_app(database: str, seconds_per_call: float = 0.0, call_weight: float = 8, **settings) -> tuple:
+    values = dict(database_url=database, lime_samples=16, batch_window_ms=2, **settings)
+    app_settings = Settings(**values)
+    app = create_app(app_settings)
+    models = {"nbsvm": cue_model(seconds_per_call), "bert": cue_model(seconds_per_call)}
+    analyzer = ModelAnalyzer(models, app_settings, "cpu (stand-in models)", call_weight)
+    app.dependency_overrides[get_analyzer] = lambda: analyzer
+    return app, analyzer, models

@@ -10,7 +10,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.analysis import Analyzer
 from app.db import display_url
-from app.deps import get_analyzer, get_settings
+from app.deps import database_engine, get_analyzer, get_settings
 from app.schemas import Health
 from app.settings import Settings
 from model.names import MODELS
@@ -20,7 +20,7 @@ log = logging.getLogger("textflix")
 
 
 def database_reachable(request: Request, settings: Settings) -> bool:
-    engine = request.app.state.engine
+    engine = database_engine(request.app)
     if engine is None:
         return False
     try:

@@ -60,7 +60,7 @@ async def post_review(
     check_explanation_size("text", [body.text], settings)
     require_models(analyzer)
     if body.title_id is not None:
-        check_write_allowed(settings)
+        check_write_allowed(request, settings)
         engine = await get_engine(request)  # only a review to store needs the database
         if not await run_in_threadpool(catalogue_title_exists, engine, body.title_id):
             raise AppError.one(422, "title_id", f"There is no title {body.title_id!r} in the catalogue.")
