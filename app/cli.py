@@ -335,7 +335,7 @@ def recipe_line(record: dict) -> str:
     calibration = steps.get("calibrate", {})
     offset, temperature = calibration.get("offset"), calibration.get("temperature")
     per = f" per {calibration['offset_per']}" if "offset_per" in calibration else ""
-    made += f", offset {offset:+.3f}{per}" if offset else ""
+    made += f", offset {offset:+.2f}{per}" if offset else ""
     return made + (f", temperature {temperature:.2f}" if temperature else "")
 
 

@@ -677,7 +677,7 @@ def test_missing_database_gives_one_clear_error_page(tmp_path, caplog):
             assert "Traceback" not in response.text
             assert "<h1>The database is not built yet</h1>" in response.text
         assert client.get("/index.json").json() == {
-            "detail": [{"field": None, "message": f"No database at {missing}: run `textflix build` to create it."}]
+            "detail": [{"field": None, "message": "There is no database yet: run `textflix build` to create it."}]
         }
         assert client.get("/api/health").json()["database"] == "unavailable"
     assert not missing.exists()
