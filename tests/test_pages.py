@@ -807,3 +807,24 @@ def test_word_highlight_is_whole_word_and_case_insensitive():
     html = str(word_highlight("Great acting, great actors. act!", [{"word": "great", "weight": 0.2}, {"word": "act", "weight": -0.1}]))
     assert html.count('class="hl pos"') == 2
     assert html.count('class="hl neg"') == 1 and ">act</span>!" in html
+
+
+def test_about_shows_one_line_reviews_and_the_length_table(tmp_path):
+    sst2 = {"accuracy": 0.8, "f1": 0.81, "confusion": [[340, 88], [86, 358]], "ece": 0.041, "n": 872,
+            "calibration": {"prob_pred": [0.2, 0.8], "prob_true": [0.25, 0.75], "count": [430, 442]}}  # fmt: skip
+    lengths = {"bands": ["1", "2–3", "4–6", "7+"], "n": [2000, 4000, 5500, 1500],
+               "nbsvm": [0.6, 0.66, 0.71, 0.78], "bert": [0.695, 0.762, 0.803, None]}  # fmt: skip
+    metrics = {**RUN["metrics"], "lengths": lengths}
+    metrics["bert"] = {**metrics["bert"], "sst2": sst2}
+    metrics["nbsvm"] = {**metrics["nbsvm"], "sst2": {**sst2, "accuracy": 0.62}}
+    page, data = about_with_run(tmp_path, {**RUN, "metrics": metrics})
+    assert data["lengths"] == lengths and data["models"][1]["sets"]["sst2"]["n"] == 872
+    rows = re.findall(r'<tr><th scope="row">([^<]*)</th><td class="num">([^<]*)</td>\s*<td class="num">([^<]*)</td>\s*'
+                      r'<td class="num">([^<]*)</td>', page.split('class="scores lengths"')[1].split("</table>")[0])  # fmt: skip
+    assert rows == [("1", "2,000", "60.0%", "69.5%"), ("2–3", "4,000", "66.0%", "76.2%"),
+                    ("4–6", "5,500", "71.0%", "80.3%"), ("7+", "1,500", "78.0%", "–"),
+                    ("1 (SST-2)", "872", "62.0%", "80.0%")]  # fmt: skip
+    assert "One-line reviews (SST-2) accuracy" in page and "One-line reviews (SST-2) ECE" in page
+    # a run without SST-2 shows neither its rows nor its line in the length table
+    plain, _ = about_with_run(tmp_path / "plain", {**RUN, "metrics": {**RUN["metrics"], "lengths": lengths}})
+    assert "SST-2" not in plain and 'class="scores lengths"' in plain
