@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import select
 
-from app.db import Review, make_engine, session_scope
+from app.db import Review, latest_run, make_engine, session_scope
 from app.settings import Settings
 from model.bert import BertClassifier, resolve_device
 from model.config import PER_SENTENCE, PER_TEXT, Sources, SplitConfig
@@ -42,10 +42,11 @@ def main() -> None:
     short = read_sst2(args.sst2)
     pool = None
     for build in args.builds:
-        settings = Settings(data_dir=build)
-        if pool is None:  # the same archive and split settings for every build
-            sources = Sources(imdb=args.imdb)
-            pool = read_splits(sources, SplitConfig.of(settings), build, unlabeled=True).unlabeled
+        with session_scope(make_engine(Settings(data_dir=build).database)) as session:
+            built = latest_run(session).config  # the build's own seed and splits
+        settings = Settings(data_dir=build, **{k: v for k, v in built.items() if k in SplitConfig.model_fields})
+        if pool is None:  # the unlabeled reviews are the same whatever the split settings
+            pool = read_splits(Sources(imdb=args.imdb), SplitConfig.of(settings), build, unlabeled=True).unlabeled
         model = BertClassifier.load(settings.models_dir / BERT, resolve_device("cpu"))
         model.offset_per = PER_SENTENCE  # so that raw_scores counts the sentences read
         sets = {name: reviews(settings.database, split) for name, split in (("eval", EVAL), ("catalogue", CATALOGUE))}
