@@ -420,7 +420,8 @@ class Evaluate(Step):
                         .where(Review.split == split, Review.source == IMDB, Prediction.model == name)
                     ).all()
                     metrics[name][split] = classification_report([r.label for r in rows], [r.p_positive for r in rows])
-        texts, labels, bands = length_set(*evaluation_set(build))
+        evaluation = evaluation_set(build)
+        texts, labels, bands = length_set(*evaluation)
         short = read_sst2(build.settings.sst2) if build.settings.sst2 else None
         log.info("Evaluate: %d texts of the length table%s, for each model.", len(texts),
                  f" and {len(short[0])} SST-2 sentences" if short else "")  # fmt: skip
@@ -432,7 +433,7 @@ class Evaluate(Step):
                 metrics[name][SST2] = report_on(model, *short)
         if build.settings.recipe == DISTILL:
             teacher = load_trained_bert(build, TEACHER)
-            sets = {EVAL: evaluation_set(build), **({SST2: short} if short else {})}
+            sets = {EVAL: evaluation, **({SST2: short} if short else {})}
             metrics[TEACHER] = {name: report_on(teacher, *texts_labels) for name, texts_labels in sets.items()}
         build.update_run(metrics={**metrics, LENGTHS: lengths})
 
