@@ -43,7 +43,7 @@ from model.config import (
     TeacherConfig,
 )
 from model.curve import LEARNING_CURVE, point_text, series, spread
-from model.data import RawReview, balanced_sample, read_sst2, sample_unlabeled
+from model.data import RawReview, UnlabeledReview, balanced_sample, read_sst2, sample_unlabeled
 from model.lengths import BAND_NAMES, band_accuracies, band_sizes, length_set
 from model.metrics import accuracy, classification_report, fit_offset, fit_temperature, tempered_p_positive
 from model.names import (
@@ -60,7 +60,7 @@ from model.names import (
     TEACHER,
     TRAIN,
 )
-from model.sentences import split_sentences
+from model.sentences import sentence_runs, split_sentences
 from model.trained import CLASSIFIERS, Classifier, model_dir
 
 log = logging.getLogger("textflix")
@@ -175,7 +175,7 @@ class TrainTeacher(Train):
         pooling = CLS if s.pooling == SENTENCES else s.pooling
         return s.group(BertConfig).model_copy(
             update={"base_model": s.teacher_model, "epochs": s.teacher_epochs, "learning_rate": s.teacher_learning_rate,
-                    "pooling": pooling}
+                    "pooling": pooling, "frozen_layers": s.teacher_frozen_layers}
         )  # fmt: skip
 
     def fit(self, build: Pipeline, config: BertConfig, texts: list[str], labels: list[str], progress: bool) -> Classifier:
@@ -196,11 +196,14 @@ class PseudoLabelling(Step):
     def run(self, build: Pipeline) -> dict:
         s = build.settings
         pool = build.splits().unlabeled
-        wanted = sample_unlabeled(pool, s.unlabeled, s.seed)
+        reviews = sample_unlabeled(pool, s.unlabeled, s.seed)
+        cuts = sentence_cuts(reviews, s.teacher_cuts, s.seed)
+        wanted = reviews + cuts
         with session_scope(build.engine) as session:
             done = set(session.scalars(select(PseudoLabel.source_key)))
         todo = [r for r in wanted if r.key not in done]
-        log.info("Pseudo-labels: %d unlabeled reviews to label, %d already done.", len(todo), len(wanted) - len(todo))
+        log.info("Pseudo-labels: %d texts to label (unlabeled reviews and %d runs of their sentences), %d already done.",
+                 len(todo), len(cuts), len(wanted) - len(todo))  # fmt: skip
         if todo:
             teacher = load_trained_bert(build, TEACHER)
             bar = tqdm(total=len(todo), desc="Teacher labels", unit="review", disable=not build.progress)
@@ -213,7 +216,21 @@ class PseudoLabelling(Step):
                     )
                 bar.update(len(chunk))
             bar.close()
-        return {"unlabeled_pool": len(pool), "unlabeled": len(wanted), "seed": s.seed, "labelled_by": TEACHER}
+        return {"unlabeled_pool": len(pool), "unlabeled": len(reviews), "teacher_cuts": len(cuts), "seed": s.seed,
+                "labelled_by": TEACHER}  # fmt: skip
+
+
+def sentence_cuts(reviews: list[UnlabeledReview], runs: int, seed: int) -> list[UnlabeledReview]:
+    """``runs`` runs of consecutive sentences of each review (``sentence_runs``), each a text of
+    its own, keyed by its review's key and the sentences it spans ("train/unsup/123_0#2-4")."""
+    rng = random.Random(seed)
+    cuts = []
+    for review in reviews if runs else ():
+        spans = split_sentences(review.text)
+        for start, stop in sentence_runs(len(spans), runs, rng):
+            text = review.text[spans[start].start : spans[stop - 1].end]
+            cuts.append(UnlabeledReview(key=f"{review.key}#{start}-{stop}", text=text))
+    return cuts
 
 
 class TrainStudent(Train):

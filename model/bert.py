@@ -12,7 +12,7 @@ import os
 import random
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import ClassVar
 
@@ -24,7 +24,7 @@ from model import checkpoints
 from model.artifacts import atomic_directory, read_meta
 from model.config import PER_SENTENCE, PREDATING_VALUES, SENTENCE_WINDOWS, SENTENCES, BertConfig
 from model.names import BERT, DISPLAY_NAMES, LABELS, POSITIVE
-from model.sentences import split_sentences
+from model.sentences import sentence_runs, split_sentences
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from safetensors.torch import load_file, save_file  # noqa: E402
@@ -144,8 +144,8 @@ class MeanPooledClassifier(torch.nn.Module):
         self.encoder.save_pretrained(directory)
         save_file({k: v.contiguous() for k, v in self.classifier.state_dict().items()}, directory / MEAN_POOLED_HEAD_FILE)
 
-    def forward(self, input_ids, attention_mask, **_) -> SequenceClassifierOutput:
-        states = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, **_) -> SequenceClassifierOutput:
+        states = self.encoder(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds).last_hidden_state
         mask = attention_mask.unsqueeze(-1).to(states.dtype)
         pooled = (states * mask).sum(1) / mask.sum(1).clamp(min=1)
         return SequenceClassifierOutput(logits=self.classifier(self.dropout(pooled)))
@@ -176,6 +176,70 @@ def _layer_groups(model) -> list[list[torch.nn.Parameter]]:
     in_embeddings = {id(p) for p in embeddings}
     top = [p for p in model.parameters() if id(p) not in in_layers | in_embeddings]
     return [embeddings] + [list(layer.parameters()) for layer in layers] + [top]
+
+
+class PassThrough(torch.nn.Module):
+    """Stands in for a model's embeddings: what it is given as ``inputs_embeds`` goes on as is."""
+
+    def forward(self, inputs_embeds=None, **_):
+        return inputs_embeds
+
+
+class FrozenBottom:
+    """The embeddings and lowest ``layers`` encoder layers of a model in training, frozen. What
+    they make of each unit is computed once (``states``); training then runs only the layers
+    above (``top_only``), at about (L − ``layers``) / L of the full model's cost. The frozen part
+    reads without dropout, as it is run once."""
+
+    def __init__(self, model, layers: int):
+        self.base = getattr(model, model.base_model_prefix)
+        self.all_layers = self.base.encoder.layer
+        if not 0 < layers < len(self.all_layers):
+            raise ValueError(f"frozen_layers must be under the model's {len(self.all_layers)} layers, not {layers}.")
+        self.layers = layers
+        for parameter in [*self.base.embeddings.parameters(), *self.all_layers[:layers].parameters()]:
+            parameter.requires_grad = False
+
+    @torch.no_grad()
+    def states(self, classifier: "BertClassifier", ids: list[list[int]]) -> list[torch.Tensor]:
+        """Each unit's hidden states after the frozen layers, its own length (no padding)."""
+        if classifier.tokenizer.padding_side != "right":
+            raise ValueError("frozen layers need a tokenizer that pads on the right.")
+        states = [torch.empty(0)] * len(ids)
+        was_training = self.base.training
+        self.base.eval()
+        self.base.encoder.layer = self.all_layers[: self.layers]
+        try:
+            for batch in tqdm(list(classifier._batches(ids, classifier.max_tokens)), desc="Frozen layers", unit="batch",
+                              disable=not log.isEnabledFor(logging.INFO), leave=False):  # fmt: skip
+                inputs = classifier.encoder.pad([ids[i] for i in batch], classifier.device)
+                with autocast(classifier.device):
+                    hidden = self.base(**inputs).last_hidden_state.float()
+                for row, i in enumerate(batch):
+                    states[i] = hidden[row, : len(ids[i])].clone()
+        finally:
+            self.base.encoder.layer = self.all_layers
+            self.base.train(was_training)
+        return states
+
+    @contextmanager
+    def top_only(self) -> Iterator[None]:
+        """The model runs from its first unfrozen layer, on ``states`` given as ``inputs_embeds``."""
+        embeddings = self.base.embeddings
+        self.base.embeddings = PassThrough()
+        self.base.encoder.layer = self.all_layers[self.layers :]
+        try:
+            yield
+        finally:
+            self.base.embeddings = embeddings
+            self.base.encoder.layer = self.all_layers
+
+
+def pad_states(states: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Hidden states of several units as one batch, padded on the right, with their attention mask."""
+    lengths = torch.tensor([len(x) for x in states])
+    mask = (torch.arange(int(lengths.max()))[None, :] < lengths[:, None]).long()
+    return {"inputs_embeds": torch.nn.utils.rnn.pad_sequence(states, batch_first=True), "attention_mask": mask.to(states[0].device)}
 
 
 def _stlr(total_steps: int, cut_frac: float, ratio: float) -> Callable[[int], float]:
@@ -299,29 +363,49 @@ class BertClassifier:
         classifier = cls.pretrained(config, device)
         model = classifier.model
         ids, members = classifier.read_units(texts)
+        p_positive = list(p_positive)
+        if classifier.per_sentence and config.sentence_cuts:
+            rng = random.Random(config.seed)
+            cuts = [
+                (own[start:stop], target)
+                for own, target in zip(members, p_positive)
+                for start, stop in sentence_runs(len(own), config.sentence_cuts, rng)
+            ]
+            members, p_positive = members + [c for c, _ in cuts], p_positive + [t for _, t in cuts]
         p = torch.tensor(p_positive, dtype=torch.float32)
         targets = torch.stack([1 - p, p], dim=1)  # columns in LABELS order
 
-        groups = _layer_groups(model)
-        total = math.ceil(len(texts) / config.batch_size) * config.epochs
-        optimizer, scheduler = _optimizer(groups, config, total)
-        scaler = torch.amp.GradScaler(enabled=device.type == "cuda")
-        generator = torch.Generator().manual_seed(config.seed)
+        frozen = FrozenBottom(model, config.frozen_layers) if config.frozen_layers else None
+        states = frozen.states(classifier, ids) if frozen else None
 
-        # A whole-text model reads its batch in one pass; a sentence model its sentences in packed passes.
-        budget = classifier.max_tokens if classifier.per_sentence else None
+        groups = _layer_groups(model)[frozen.layers + 1 :] if frozen else _layer_groups(model)
+        total = math.ceil(len(members) / config.batch_size) * config.epochs
+        optimizer, scheduler = _optimizer(groups, config, total)
         model.train()
         bar = tqdm(total=total, desc=desc, unit="step", disable=not progress)
+        with frozen.top_only() if frozen else nullcontext():
+            classifier._train_epochs(ids, members, states, targets, groups, optimizer, scheduler, bar)
+        bar.close()
+        model.eval()
+        return classifier
+
+    def _train_epochs(self, ids, members, states, targets, groups, optimizer, scheduler, bar) -> None:
+        """``config.epochs`` passes over the texts made of ``members`` of ``ids`` (or of their frozen ``states``)."""
+        config, model, device = self.config, self.model, self.device
+        scaler = torch.amp.GradScaler(enabled=device.type == "cuda")
+        generator = torch.Generator().manual_seed(config.seed)
+        # A whole-text model reads its batch in one pass; a sentence model its sentences in packed passes.
+        budget = self.max_tokens if self.per_sentence else None
         for epoch in range(config.epochs):
             if config.gradual_unfreezing:
                 trainable = min(epoch + 1, len(groups))  # the top groups, one more each epoch
                 for i, group in enumerate(groups):
                     for p in group:
                         p.requires_grad = i >= len(groups) - trainable
-            order = torch.randperm(len(texts), generator=generator).tolist()
+            order = torch.randperm(len(members), generator=generator).tolist()
             for start in range(0, len(order), config.batch_size):
                 batch = order[start : start + config.batch_size]
-                logits = classifier.text_logits(ids, [members[i] for i in batch], budget)
+                logits = self.text_logits(ids, [members[i] for i in batch], budget, states)
                 loss = torch.nn.functional.cross_entropy(logits, targets[batch].to(device))
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
@@ -332,9 +416,6 @@ class BertClassifier:
                 scheduler.step()
                 bar.update(1)
                 bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
-        bar.close()
-        model.eval()
-        return classifier
 
     @torch.inference_mode()
     def logits(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
@@ -380,15 +461,21 @@ class BertClassifier:
             members = [[own[i] for i in head_and_tail_sentences([len(ids[j]) for j in own], budget)] for own in members]
         return ids, members
 
-    def text_logits(self, ids: list[list[int]], members: list[list[int]], max_tokens: int | None) -> torch.Tensor:
+    def text_logits(
+        self, ids: list[list[int]], members: list[list[int]], max_tokens: int | None, states: list | None = None
+    ) -> torch.Tensor:
         """Scores (negative, positive) of the texts made of ``members`` of ``ids``. A whole text's
         are the model's; a text read in sentences has the log-odds of "positive" its sentences'
-        scores add up to (an empty one: 0, even odds)."""
+        scores add up to (an empty one: 0, even odds). With ``states`` (``FrozenBottom``), the
+        model reads each unit's frozen states instead of its ids."""
         wanted = list(dict.fromkeys(i for own in members for i in own))
         local = {unit: i for i, unit in enumerate(wanted)}
         scores = torch.empty((len(wanted), 1 if self.per_sentence else len(LABELS)), device=self.device)
         for batch in self._batches([ids[i] for i in wanted], max_tokens):
-            inputs = self.encoder.pad([ids[wanted[i]] for i in batch], self.device)
+            if states is None:
+                inputs = self.encoder.pad([ids[wanted[i]] for i in batch], self.device)
+            else:
+                inputs = pad_states([states[wanted[i]] for i in batch])
             with nullcontext() if self.int8 else autocast(self.device):
                 scores[batch] = self.model(**inputs).logits.float()
         if not self.per_sentence:

@@ -128,12 +128,22 @@ class BertConfig(Seeded):
         1.0, ge=1.0, description="Learning-rate divisor per layer downwards (2.6 in ULMFiT; 1 = off)."
     )
     gradual_unfreezing: bool = Field(False, description="Unfreeze one layer group per epoch.")
+    frozen_layers: int = Field(
+        0, ge=0, description="Encoder layers (from the bottom, with the embeddings) left as pretrained: what they "
+        "make of each training text is computed once, and training runs only the layers above (a 12-layer model "
+        "with 8 frozen trains at about a third of the cost); 0: all trained."
+    )  # fmt: skip
     pooling: Literal["cls", "mean", "sentences"] = Field(
         SENTENCES, description="What BERT reads and how: sentences: each sentence alone, mean-pooled to one score, "
         "a review's log-odds the sum of its sentences' (an additive model: its sentence weights are exact); or "
         "the whole text, with the checkpoint's own head on the first token (cls) or a linear layer on the mean "
         "of the token states (mean, as sentence-transformers checkpoints are read)."
     )
+    sentence_cuts: int = Field(
+        0, ge=0, description="For a sentence model: extra training examples made of each review with two or more "
+        "sentences, each a run of 1–3 of its sentences at a random place, labelled as the review (so that a "
+        "sentence's score also stands alone, as a one-line review's must); 0: whole reviews only."
+    )  # fmt: skip
 
 
 class TeacherConfig(Seeded):
@@ -147,6 +157,9 @@ class TeacherConfig(Seeded):
     )  # fmt: skip
     teacher_epochs: int = Field(3, ge=1, description="Teacher fine-tuning epochs.")
     teacher_learning_rate: float = Field(5e-5, gt=0, description="Teacher peak learning rate.")
+    teacher_frozen_layers: int = Field(
+        0, ge=0, description="The teacher's --frozen-layers: its lowest encoder layers left as pretrained, run once."
+    )
 
 
 class RecipeConfig(Seeded):
@@ -165,6 +178,11 @@ class RecipeConfig(Seeded):
         4000, ge=0, description="Unlabeled reviews (a seeded sample of train/unsup) the teacher labels."
     )
     student_epochs: int = Field(2, ge=1, description="Epochs of the served model over labelled plus teacher-labelled reviews.")
+    teacher_cuts: int = Field(
+        0, ge=0, description="Runs of 1–3 sentences cut from each --unlabeled review, at random places, that the "
+        "teacher labels too, each read alone: what the student learns of a short text is the teacher's reading "
+        "of it rather than the whole review's; 0: whole reviews only."
+    )  # fmt: skip
 
 
 class CalibrationConfig(ConfigGroup):

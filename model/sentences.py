@@ -13,6 +13,7 @@ IMDB archive fits; the paragraph that would overrun it and the rest of
 the text are split by a plain rule instead, in one linear pass.
 """
 
+import random
 import re
 from collections.abc import Iterator
 from itertools import groupby
@@ -204,3 +205,16 @@ def _split_plainly(text: str, start: int) -> list[Span]:
     if start < end:
         spans.append(Span(start, end, text[start:end]))
     return spans
+
+
+def sentence_runs(count: int, runs: int, rng: random.Random, longest: int = 3) -> list[tuple[int, int]]:
+    """``runs`` ranges (start, stop) of 1 to ``longest`` consecutive sentences of a text of
+    ``count`` sentences, at random places, each shorter than the text; none when it has fewer than two."""
+    if count < 2:
+        return []
+    chosen = []
+    for _ in range(runs):
+        length = rng.randint(1, min(longest, count - 1))
+        start = rng.randint(0, count - length)
+        chosen.append((start, start + length))
+    return chosen

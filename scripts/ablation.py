@@ -25,7 +25,8 @@ from app.pipeline import Pipeline  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.steps import build_steps  # noqa: E402
 from model.config import CLS, DISTILL, MINILM, MPNET, PLAIN, SENTENCES  # noqa: E402
-from model.names import CATALOGUE, EVAL, MAIN_MODEL, TEACHER  # noqa: E402
+from model.lengths import BAND_NAMES  # noqa: E402
+from model.names import CATALOGUE, EVAL, LENGTHS, MAIN_MODEL, NBSVM, SST2, TEACHER  # noqa: E402
 
 # Whole-text models as they were measured, before the build's default became the sentence model.
 WHOLE_TEXT = {"pooling": CLS, "epochs": 4}
@@ -33,8 +34,10 @@ VARIANTS: dict[str, dict] = {
     "plain-minilm": {"recipe": PLAIN, "base_model": MINILM, **WHOLE_TEXT},
     "plain-minilm-mean": {"recipe": PLAIN, "base_model": MINILM, **WHOLE_TEXT, "pooling": "mean"},
     "plain-minilm-sentences": {"recipe": PLAIN, "base_model": MINILM, "pooling": SENTENCES, "epochs": 3},
+    "plain-minilm-cuts": {"recipe": PLAIN, "base_model": MINILM, "pooling": SENTENCES, "epochs": 3, "sentence_cuts": 2},
     "plain-mpnet": {"recipe": PLAIN, "base_model": MPNET, "pooling": CLS, "epochs": 3, "learning_rate": 5e-5},
     "distill-minilm": {"recipe": DISTILL, "base_model": MINILM, **WHOLE_TEXT},
+    "distill-minilm-sentences": {"recipe": DISTILL, "base_model": MINILM, "pooling": SENTENCES, "teacher_cuts": 2},
     "self-distill-minilm": {"recipe": DISTILL, "base_model": MINILM, "teacher_model": MINILM, **WHOLE_TEXT},
     "distill-mpnet": {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5, **WHOLE_TEXT},
 }
@@ -51,6 +54,19 @@ def spread(values: list[float]) -> str:
     if len(values) < 2:
         return f"{values[0]:.3f}"
     return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def short_texts(records: list[dict]) -> str:
+    """SST-2 accuracy and ECE, and accuracy by length band, of both models over the seeds."""
+    parts = []
+    for model in (MAIN_MODEL, NBSVM):
+        sst2 = [r["metrics"][model][SST2] for r in records]
+        bands = [[r["metrics"][LENGTHS][model][i] for r in records] for i in range(len(BAND_NAMES))]
+        parts.append(
+            f"{model} SST-2 accuracy {spread([m['accuracy'] for m in sst2])}, ECE {spread([m['ece'] for m in sst2])}, "
+            "by sentences " + ", ".join(f"{band}: {spread(values)}" for band, values in zip(BAND_NAMES, bands))
+        )
+    return "; ".join(parts)
 
 
 def main() -> None:
@@ -81,6 +97,8 @@ def main() -> None:
             f"(n={records[0]['metrics'][MAIN_MODEL][EVAL]['n']}); training median {statistics.median(seconds):.0f} s"
         )
         print(line + (f"; teacher accuracy {spread(teacher)}" if teacher else ""), flush=True)
+        if all(SST2 in r["metrics"][MAIN_MODEL] for r in records):
+            print(f"{name}: {short_texts(records)}", flush=True)
 
 
 if __name__ == "__main__":

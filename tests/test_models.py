@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import model.bert
-from model.bert import BertClassifier, _stlr, head_and_tail, head_and_tail_sentences, resolve_device
+from model.bert import BertClassifier, FrozenBottom, _stlr, head_and_tail, head_and_tail_sentences, resolve_device
 from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.explain import explain_sentences, explain_words
 from model.metrics import (
@@ -154,6 +154,19 @@ def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp
     assert explanation.quality.stability == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("pooling, cuts_count", [("sentences", True), ("cls", False)])
+def test_sentence_cuts_are_training_examples_of_a_sentence_model_only(pooling, cuts_count):
+    texts = [f"{POSITIVE} The film runs two hours.", f"{NEGATIVE} It came out in May. Seen at home."]
+    device = resolve_device("cpu")
+
+    def trained(cuts: int) -> torch.Tensor:
+        config = BertConfig(base_model=MINILM, epochs=1, batch_size=1, max_length=32, pooling=pooling, sentence_cuts=cuts)
+        return BertClassifier.train(texts, ["positive", "negative"], config, device, False).model.classifier.weight
+
+    assert torch.equal(trained(0), trained(0))
+    assert torch.equal(trained(0), trained(2)) != cuts_count
+
+
 @pytest.mark.parametrize("pooling, encoder", [("cls", "bert"), ("sentences", "encoder")])
 def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch(pooling, encoder):
     config = BertConfig(
@@ -168,6 +181,30 @@ def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch(pooling, enco
     for frozen in ("embeddings.word_embeddings.weight", "encoder.layer.5.output.dense.weight"):
         assert torch.equal(after[f"{encoder}.{frozen}"], start[f"{encoder}.{frozen}"])
     assert not torch.equal(after["classifier.weight"], start["classifier.weight"])
+
+
+@pytest.mark.parametrize("pooling, encoder", [("cls", "bert"), ("sentences", "encoder")])
+def test_frozen_layers_are_run_once_and_read_as_the_whole_model_reads(pooling, encoder):
+    config = BertConfig(base_model=MINILM, epochs=1, batch_size=2, max_length=32, frozen_layers=4, pooling=pooling)
+    device = resolve_device("cpu")
+    untrained = BertClassifier.pretrained(config, device)
+    ids, members = untrained.read_units([POSITIVE, f"{NEGATIVE} Seen at home.", "Fine."])
+    frozen = FrozenBottom(untrained.model, 4)
+    states = frozen.states(untrained, ids)
+    with frozen.top_only():
+        from_states = untrained.text_logits(ids, members, None, states)
+    assert torch.allclose(from_states, untrained.text_logits(ids, members, None), atol=1e-5)
+
+    start = {k: v.clone() for k, v in untrained.model.state_dict().items()}
+    trained = BertClassifier.train([POSITIVE, NEGATIVE] * 2, ["positive", "negative"] * 2, config, device, False)
+    after = trained.model.state_dict()
+    assert after.keys() == start.keys()  # saved whole
+    for frozen_name in ("embeddings.word_embeddings.weight", "encoder.layer.3.output.dense.weight"):
+        assert torch.equal(after[f"{encoder}.{frozen_name}"], start[f"{encoder}.{frozen_name}"])
+    for trained_name in ("encoder.layer.4.output.dense.weight", "encoder.layer.5.output.dense.weight"):
+        assert not torch.equal(after[f"{encoder}.{trained_name}"], start[f"{encoder}.{trained_name}"])
+    with pytest.raises(ValueError, match="under the model's 6 layers"):
+        FrozenBottom(untrained.model, 6)
 
 
 def test_slanted_triangular_schedule_rises_then_falls():

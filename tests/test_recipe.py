@@ -19,6 +19,7 @@ from app.settings import Settings
 from model.config import DISTILL, MINILM, MPNET, PLAIN
 from model.data import RawReview, read_unlabeled, sample_unlabeled
 from model.names import MODEL_META_FILE
+from model.sentences import split_sentences
 from tests.conftest import ROOT, SUBSET_UNSUP, write_archive
 
 UNLABELED = 120
@@ -69,9 +70,10 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     archive, test_text = archive_with_a_test_copy
     data = tmp_path / "data"
     db = data / "textflix.db"
-    # a student that reads sentence by sentence, taught by a teacher that reads whole texts
+    # a student that reads sentence by sentence, taught by a teacher that reads whole texts: each
+    # unlabeled review, and a run of sentences cut from it
     command = [sys.executable, "-m", "app.cli", "build", "--imdb", str(archive), "--data-dir", str(data), *ARGS,
-               "--pooling", "sentences"]  # fmt: skip
+               "--pooling", "sentences", "--teacher-cuts", "1"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -93,21 +95,26 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stderr
     assert "Step teacher: already done" in result.stderr  # not trained again
-    assert (
-        f"Pseudo-labels: {UNLABELED - len(labelled_first)} unlabeled reviews to label, "
-        f"{len(labelled_first)} already done." in result.stderr
-    )
     labelled = set(rows(db, "SELECT * FROM pseudo_labels"))
-    assert labelled_first <= labelled and len(labelled) == UNLABELED
+    reviews = {key: text for key, text, _ in labelled if "#" not in key}
+    cuts = sum(len(split_sentences(text)) >= 2 for text in reviews.values())  # one run of each such review
+    assert (
+        f"Pseudo-labels: {UNLABELED + cuts - len(labelled_first)} texts to label (unlabeled reviews and {cuts} runs "
+        f"of their sentences), {len(labelled_first)} already done." in result.stderr
+    )
+    assert labelled_first <= labelled and len(reviews) == UNLABELED and len(labelled) == UNLABELED + cuts > UNLABELED
     assert all(key.startswith("train/unsup/") and 0 <= p <= 1 for key, _, p in labelled)
-    texts = {text for _, text, _ in labelled}
+    for key, text, _ in labelled - {row for row in labelled if row[0] in reviews}:  # a run: part of its review
+        assert text in reviews[key.split("#")[0]] and len(text) < len(reviews[key.split("#")[0]])
+    texts = set(reviews.values())
     assert not texts & {text for (text,) in rows(db, "SELECT text FROM reviews")}  # no labelled text, test or train
     assert test_text.replace("<br />", "\n").strip() not in texts
 
     record = json.loads(rows(db, "SELECT steps FROM runs")[0][0])
     assert record["teacher"]["base_model"] == MINILM and record["teacher"]["labelled"] == 24
     assert record["pseudo_label"]["unlabeled"] == UNLABELED and record["pseudo_label"]["unlabeled_pool"] == SUBSET_UNSUP
-    assert record["bert"]["recipe"] == "distill" and record["bert"]["teacher_labelled"] == UNLABELED
+    assert record["pseudo_label"]["teacher_cuts"] == cuts
+    assert record["bert"]["recipe"] == "distill" and record["bert"]["teacher_labelled"] == UNLABELED + cuts
     assert all(record[step]["seconds"] > 0 for step in ("teacher", "pseudo_label", "bert"))
     metrics = json.loads(rows(db, "SELECT metrics FROM runs")[0][0])
     assert metrics["teacher"]["eval"]["n"] == 20 and 0 <= metrics["bert"]["eval"]["accuracy"] <= 1

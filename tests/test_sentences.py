@@ -1,5 +1,6 @@
 """Sentence splitting on the awkward punctuation IMDB reviews have."""
 
+import random
 import time
 from itertools import pairwise
 
@@ -12,6 +13,7 @@ from model.sentences import (
     _paragraphs,
     _syntok_sentences,
     _tokens,
+    sentence_runs,
     split_sentences,
 )
 
@@ -126,3 +128,14 @@ def test_the_longest_real_reviews_fit_syntoks_budget(real_reviews):
         budget = SyntokBudget()
         for _, paragraph in _paragraphs(review.text):
             list(_syntok_sentences(paragraph, budget))  # raises OverBudget if it does not fit
+
+
+def test_sentence_runs_are_short_runs_inside_the_text():
+    runs = [run for count in range(2, 9) for run in sentence_runs(count, 50, random.Random(count))]
+    assert len(runs) == 7 * 50
+    for count in range(2, 9):
+        for start, stop in sentence_runs(count, 50, random.Random(count)):
+            assert 0 <= start < stop <= count and 1 <= stop - start <= min(3, count - 1)
+    assert {stop - start for start, stop in runs} == {1, 2, 3}
+    assert sentence_runs(1, 5, random.Random(0)) == sentence_runs(0, 5, random.Random(0)) == []
+    assert sentence_runs(6, 4, random.Random(7)) == sentence_runs(6, 4, random.Random(7))
