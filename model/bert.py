@@ -24,7 +24,7 @@ from model import checkpoints
 from model.artifacts import atomic_directory, read_meta
 from model.config import PER_SENTENCE, PREDATING_VALUES, SENTENCE_WINDOWS, SENTENCES, BertConfig
 from model.names import BERT, DISPLAY_NAMES, LABELS, POSITIVE
-from model.sentences import sentence_runs, split_sentences
+from model.sentences import split_sentences
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from safetensors.torch import load_file, save_file  # noqa: E402
@@ -363,15 +363,6 @@ class BertClassifier:
         classifier = cls.pretrained(config, device)
         model = classifier.model
         ids, members = classifier.read_units(texts)
-        p_positive = list(p_positive)
-        if classifier.per_sentence and config.sentence_cuts:
-            rng = random.Random(config.seed)
-            cuts = [
-                (own[start:stop], target)
-                for own, target in zip(members, p_positive)
-                for start, stop in sentence_runs(len(own), config.sentence_cuts, rng)
-            ]
-            members, p_positive = members + [c for c, _ in cuts], p_positive + [t for _, t in cuts]
         p = torch.tensor(p_positive, dtype=torch.float32)
         targets = torch.stack([1 - p, p], dim=1)  # columns in LABELS order
 

@@ -139,11 +139,6 @@ class BertConfig(Seeded):
         "the whole text, with the checkpoint's own head on the first token (cls) or a linear layer on the mean "
         "of the token states (mean, as sentence-transformers checkpoints are read)."
     )
-    sentence_cuts: int = Field(
-        0, ge=0, description="For a sentence model: extra training examples made of each review with two or more "
-        "sentences, each a run of 1–3 of its sentences at a random place, labelled as the review (so that a "
-        "sentence's score also stands alone, as a one-line review's must); 0: whole reviews only."
-    )  # fmt: skip
 
 
 class TeacherConfig(Seeded):

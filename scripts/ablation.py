@@ -34,7 +34,6 @@ VARIANTS: dict[str, dict] = {
     "plain-minilm": {"recipe": PLAIN, "base_model": MINILM, **WHOLE_TEXT},
     "plain-minilm-mean": {"recipe": PLAIN, "base_model": MINILM, **WHOLE_TEXT, "pooling": "mean"},
     "plain-minilm-sentences": {"recipe": PLAIN, "base_model": MINILM, "pooling": SENTENCES, "epochs": 3},
-    "plain-minilm-cuts": {"recipe": PLAIN, "base_model": MINILM, "pooling": SENTENCES, "epochs": 3, "sentence_cuts": 2},
     "plain-mpnet": {"recipe": PLAIN, "base_model": MPNET, "pooling": CLS, "epochs": 3, "learning_rate": 5e-5},
     "distill-minilm": {"recipe": DISTILL, "base_model": MINILM, **WHOLE_TEXT},
     "distill-minilm-sentences": {"recipe": DISTILL, "base_model": MINILM, "pooling": SENTENCES, "teacher_cuts": 2},

@@ -154,19 +154,6 @@ def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp
     assert explanation.quality.stability == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("pooling, cuts_count", [("sentences", True), ("cls", False)])
-def test_sentence_cuts_are_training_examples_of_a_sentence_model_only(pooling, cuts_count):
-    texts = [f"{POSITIVE} The film runs two hours.", f"{NEGATIVE} It came out in May. Seen at home."]
-    device = resolve_device("cpu")
-
-    def trained(cuts: int) -> torch.Tensor:
-        config = BertConfig(base_model=MINILM, epochs=1, batch_size=1, max_length=32, pooling=pooling, sentence_cuts=cuts)
-        return BertClassifier.train(texts, ["positive", "negative"], config, device, False).model.classifier.weight
-
-    assert torch.equal(trained(0), trained(0))
-    assert torch.equal(trained(0), trained(2)) != cuts_count
-
-
 @pytest.mark.parametrize("pooling, encoder", [("cls", "bert"), ("sentences", "encoder")])
 def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch(pooling, encoder):
     config = BertConfig(
