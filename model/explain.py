@@ -114,6 +114,45 @@ def explain_sentences(
     return SentenceExplanation(first.weights, first.intercept, first.score, quality=quality)
 
 
+def expected_work(text: str, sentences: Sequence[Span], config: LimeConfig) -> tuple[float, float]:
+    """The distinct texts ``explain_sentences`` can be expected to score for ``text``, and their
+    characters: what an explanation costs each model.
+
+    A text keeping k of the n sentences keeps all the white space between them. LIME keeps
+    k sentences with k uniform in 0..n-1, then which ones uniformly, in each of its two runs;
+    the faithfulness checks score every text with one sentence removed and every text of
+    one sentence, and ``1 + faithfulness_draws`` texts keeping the top or random ``top_count``
+    sentences and as many without them. Repeats are scored once (``Memoized``), which for a
+    few sentences is most of LIME's samples: a text of k sentences drawn d times, out of
+    C(n, k) equally likely, is expected to be C(n, k) (1 - (1 - 1/C(n, k))^d) distinct texts.
+    """
+    n = len(sentences)
+    words = sum(len(s.text) for s in sentences)
+    between = len(text) - words  # characters that every perturbed text keeps
+    lime_draws = 2 * (config.lime_samples - 1) / n  # of each k, over both runs
+    checks = 1 + config.faithfulness_draws
+    top = top_count(n)
+    texts, chars = 1.0, float(len(text))  # the text itself (LIME's first sample)
+    for k in range(n):
+        if n >= 2 and k in (1, n - 1):  # the faithfulness checks score all of them
+            distinct = float(n)
+        else:
+            draws = lime_draws + (checks if n >= 2 and k == n - top else 0) + (checks if n >= 2 and k == top else 0)
+            distinct = expected_distinct(math.comb(n, k), draws)
+        texts += distinct
+        chars += distinct * (between + words * k / n)
+    return texts, chars
+
+
+def expected_distinct(choices: int, draws: float) -> float:
+    """Distinct ones expected among ``draws`` uniform draws of ``choices`` equally likely ones."""
+    if choices == 1:
+        return 1.0 if draws else 0.0
+    if choices > 10**12:  # then (1 - 1/c)^d is 1 - d/c to double precision
+        return draws
+    return choices * -math.expm1(draws * math.log1p(-1 / choices))
+
+
 def rank_agreement(a: Sequence[float], b: Sequence[float]) -> float | None:
     """Spearman's rho of two weight vectors; None when it is undefined (under 2 values, or constant)."""
     if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
