@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import time
+import tracemalloc
 
 import httpx
 import numpy as np
@@ -98,6 +99,28 @@ def test_an_explanation_is_charged_the_texts_and_characters_it_sends_to_the_mode
         assert charge / 1.5 <= work <= charge * 1.5, (texts, chars, work, charge)
         assert max(c[2] for c in calls) == charge  # and the analysis reserved what it was charged
     assert analyzer.work.in_flight == 0
+
+
+def test_an_explanation_does_not_hold_all_its_texts_at_once():
+    from model.explain import explain_sentences
+
+    text = " ".join(f"Scene {i} \N{CLAPPER BOARD} was {'good' if i % 3 else 'boring'}." for i in range(700))
+    spans = sentence_spans(text)
+    model, scored = cue_model(0.0), []
+
+    def predict(texts):
+        scored.append(sum(len(t) for t in texts) * 4)  # bytes: one character outside the BMP takes 4 a character
+        return model(texts)
+
+    tracemalloc.start()
+    try:
+        explain_sentences(text, spans, predict, LimeConfig())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # At most one LIME run's samples (511 texts, half as long as the text on average) and its
+    # matrices at a time, a third of all (about 1,225 times the text's length); not all of them.
+    assert peak < sum(scored) / 2, (peak, sum(scored))
 
 
 def test_beyond_the_work_in_flight_a_request_gets_429_with_retry_after(web_database):
