@@ -55,6 +55,7 @@ log = logging.getLogger("textflix")
 ProbaFn = Callable[[list[str]], np.ndarray]
 URGENT, BACKGROUND = 0, 1  # a request's own texts; LIME's perturbed texts
 FULL_TEXT_CHARS = 1000  # about the characters that fill BERT's window of 256 tokens
+TEXT_OVERHEAD_CHARS = 10  # what a text costs a model call besides its characters (``text_weight``'s least)
 # Full-length texts per model call by default: one forward pass on CPU (2048 tokens), a large batch on CUDA.
 CALL_WEIGHT = {"cpu": 8, "cuda": 256}
 
@@ -83,24 +84,32 @@ def text_weight(text: str) -> float:
     return max(0.01, min(1.0, len(text) / FULL_TEXT_CHARS))
 
 
-def analysis_cost(texts: Sequence[str], explain: bool, lime: LimeConfig) -> int:
-    """Model passes an analysis may need per model: each text once and, for each explained text,
-    the samples of both LIME runs and the faithfulness checks' top and random choices. (Their
-    single-sentence texts, two per sentence, mostly repeat LIME's and are bounded by
-    ``max_explain_sentences``.)"""
-    per_explanation = 2 * lime.lime_samples + 2 * (1 + lime.faithfulness_draws)
-    return len(texts) * (1 + (per_explanation if explain else 0))
+def analysis_cost(
+    texts: Sequence[str], explain: bool, lime: LimeConfig, sentences: Sequence[Sequence[Span]] | None = None
+) -> int:
+    """Model passes an analysis is expected to need per model, a pass being a full-length text
+    (``FULL_TEXT_CHARS`` characters; each text counts ``TEXT_OVERHEAD_CHARS`` more): each text
+    once and, for each explained text, the distinct texts its explanation scores
+    (``model.explain.expected_work``). That depends on the sentences of each text (known
+    once they are split): without ``sentences``, each text counts as one sentence, the
+    least its explanation can cost."""
+    from model.explain import expected_work
+
+    count, chars = float(len(texts)), float(sum(map(len, texts)))
+    if explain:
+        for text, spans in zip(texts, sentences or [[Span(0, len(text), text)] for text in texts]):
+            more_texts, more_chars = expected_work(text, spans, lime)
+            count, chars = count + more_texts, chars + more_chars
+    return math.ceil((chars + TEXT_OVERHEAD_CHARS * count) / FULL_TEXT_CHARS)
 
 
 class ExplanationTooLarge(Exception):
-    """The texts of one request have more sentences than ``max_explain_sentences``."""
+    """The texts of one request have more sentences than ``max_explain_sentences``, or more
+    work than the server takes at once; ``limit`` is the limit it is over."""
 
-    def __init__(self, sentences: int, limit: int):
-        self.sentences, self.limit = sentences, limit
-        super().__init__(
-            f"Explaining this means explaining {sentences:,} sentences; one request may ask for at most {limit:,} "
-            "(TEXTFLIX_MAX_EXPLAIN_SENTENCES). Send fewer or shorter texts, or leave out the explanations."
-        )
+    def __init__(self, message: str, limit: int):
+        self.limit = limit
+        super().__init__(message)
 
 
 class WorkLimiter:
@@ -115,26 +124,35 @@ class WorkLimiter:
 
     @asynccontextmanager
     async def admit(self, cost: int):
-        if self.in_flight + cost > self.capacity:
-            raise ServerBusy(
-                f"The server is busy with {self.in_flight:,} model passes of other analyses; this one needs "
-                f"{cost:,} and the limit is {self.capacity:,} (TEXTFLIX_MAX_WORK_IN_FLIGHT). Retry shortly.",
-                self.retry_after(cost),
-            )
-        self.in_flight += cost
-        try:
-            yield
-            self._done.append((time.monotonic(), cost))
-        finally:
-            self.in_flight -= cost
+        """Reserves ``cost`` model passes for the block, which gets a function that raises the
+        reservation to a new total once it knows more (``ServerBusy`` if that does not fit)."""
+        held = 0
 
-    def retry_after(self, cost: int) -> int:
-        """Seconds until ``cost`` is likely to fit, from the throughput of the last half minute."""
+        def reserve(total: int) -> None:
+            nonlocal held
+            others = self.in_flight - held
+            if others + total > self.capacity:
+                raise ServerBusy(
+                    f"The server is busy with {others:,} model passes of other analyses; this one needs "
+                    f"{total:,} and the limit is {self.capacity:,} (TEXTFLIX_MAX_WORK_IN_FLIGHT). Retry shortly.",
+                    self.retry_after(others + total - self.capacity),
+                )
+            self.in_flight += total - held
+            held = total
+
+        reserve(cost)
+        try:
+            yield reserve
+            self._done.append((time.monotonic(), held))
+        finally:
+            self.in_flight -= held
+
+    def retry_after(self, excess: int) -> int:
+        """Seconds until ``excess`` model passes more are likely to fit, from the throughput of the last half minute."""
         now = time.monotonic()
         while self._done and self._done[0][0] < now - self.WINDOW_S:
             self._done.popleft()
         rate = sum(units for _, units in self._done) / self.WINDOW_S
-        excess = self.in_flight + cost - self.capacity
         return 5 if rate == 0 else max(1, min(60, math.ceil(excess / rate)))
 
 
@@ -454,11 +472,14 @@ class ModelAnalyzer:
 
     async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
         """Both models' predictions of ``texts`` (and explanations); ``ServerBusy`` when over capacity,
-        ``ExplanationTooLarge`` when the texts have more sentences than one request may explain."""
-        texts = list(texts)
-        async with self.work.admit(analysis_cost(texts, explain, self.settings.group(LimeConfig))):
+        ``ExplanationTooLarge`` when the texts have more sentences than one request may explain, or
+        their explanations more work than the server takes at once."""
+        texts, lime = list(texts), self.settings.group(LimeConfig)
+        # The texts' own passes first: what the explanations cost is known once the texts are split.
+        async with self.work.admit(analysis_cost(texts, False, lime)) as reserve:
             if explain:  # side by side, so the texts and LIME's samples can share model calls
                 spans = await self._sentences(texts)
+                reserve(self._explanation_cost(texts, spans, lime))
                 p_positive, *explanations = await asyncio.gather(
                     self.predict(texts), *(self.explain(text, text_spans) for text, text_spans in zip(texts, spans))
                 )
@@ -481,8 +502,24 @@ class ModelAnalyzer:
         spans = await asyncio.get_running_loop().run_in_executor(self._lime, lambda: [sentence_spans(t) for t in texts])
         count, limit = sum(map(len, spans)), self.settings.max_explain_sentences
         if count > limit:
-            raise ExplanationTooLarge(count, limit)
+            raise ExplanationTooLarge(
+                f"Explaining this means explaining {count:,} sentences; one request may ask for at most {limit:,} "
+                "(TEXTFLIX_MAX_EXPLAIN_SENTENCES). Send fewer or shorter texts, or leave out the explanations.",
+                limit,
+            )
         return spans
+
+    def _explanation_cost(self, texts: list[str], spans: list[list[Span]], lime: LimeConfig) -> int:
+        """``analysis_cost`` of explaining ``texts``; ``ExplanationTooLarge`` if the server never takes that much."""
+        cost, capacity = analysis_cost(texts, True, lime, spans), self.work.capacity
+        if cost > capacity:
+            raise ExplanationTooLarge(
+                f"Explaining this ({sum(map(len, texts)):,} characters, {sum(map(len, spans)):,} sentences) takes "
+                f"{cost:,} model passes of {FULL_TEXT_CHARS:,} characters; the server takes at most {capacity:,} "
+                "at once (TEXTFLIX_MAX_WORK_IN_FLIGHT). Send fewer or shorter texts, or leave out the explanations.",
+                capacity,
+            )
+        return cost
 
     async def explain(self, text: str, spans: list[Span]) -> dict:
         """Sentence-level LIME of ``text``, cut into ``spans``, for both models (run side by side)."""

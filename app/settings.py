@@ -162,8 +162,8 @@ class ApiLimits(ConfigGroup):
     )
     max_work_in_flight: int = Field(
         8192, ge=1,
-        description="Model passes (texts, plus LIME samples of explained texts) each server process works on at "
-        "once; a request beyond them gets 429 with Retry-After.",
+        description="Model passes (of 1,000 characters: the texts, and the texts LIME scores to explain them) each "
+        "server process works on at once; a request beyond them gets 429 with Retry-After.",
     )  # fmt: skip
     batch_max_weight: float | None = Field(
         None, ge=1,

@@ -8,12 +8,15 @@ text, not replaced by a placeholder. Each sentence explanation comes with its
 faithfulness against random sentences.
 
 Every text is scored once per explanation (``Memoized``): both LIME runs and the
-faithfulness checks share the scores, and each step sends its new texts in one call.
+faithfulness checks share the scores, and each step sends its new texts in one call
+(the faithfulness checks in calls of at most ``CHUNK_CHARS`` characters).
 """
 
+import hashlib
+import itertools
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,21 +35,33 @@ warnings.filterwarnings("ignore", category=LinAlgWarning, module="sklearn.linear
 TARGET = LABELS.index(POSITIVE)  # weights are signed toward "positive"
 P_CLIP = 1e-6  # log-odds are taken of probabilities clipped to [P_CLIP, 1 - P_CLIP] (about ±13.8)
 TOP_FRACTION = 0.2  # the larger k of the faithfulness figures: 20 % of the sentences
+# The faithfulness checks' texts are made and scored this many characters at a time: with one
+# sentence removed each, a text of n sentences makes n texts nearly as long as itself.
+CHUNK_CHARS = 1_000_000
+
+
+def digest(text: str) -> bytes:
+    """16 bytes that tell ``text`` from any other (BLAKE2b)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 class Memoized:
-    """P("positive") of texts, each distinct text scored once, the new ones of a call in one call."""
+    """P("positive") of texts, each distinct text scored once, the new ones of a call in one call.
+
+    Scores are kept by a digest of their text, not the text: an explanation of a long text
+    scores thousands of texts nearly as long, which need not stay in memory once scored."""
 
     def __init__(self, predict_proba: ProbaFn):
         self.predict_proba = predict_proba
-        self.scores: dict[str, float] = {}
+        self.scores: dict[bytes, float] = {}
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        new = list(dict.fromkeys(t for t in texts if t not in self.scores))
+        keys = [digest(t) for t in texts]
+        new = {key: text for key, text in zip(keys, texts) if key not in self.scores}
         if new:
-            p_positive = np.asarray(self.predict_proba(new))[:, TARGET]
+            p_positive = np.asarray(self.predict_proba(list(new.values())))[:, TARGET]
             self.scores.update(zip(new, map(float, p_positive)))
-        return np.array([self.scores[t] for t in texts])
+        return np.array([self.scores[key] for key in keys])
 
     def as_target(self, target: str) -> ProbaFn:
         """A LIME classifier function whose positive column is the target (log-odds or probability)."""
@@ -114,6 +129,45 @@ def explain_sentences(
     return SentenceExplanation(first.weights, first.intercept, first.score, quality=quality)
 
 
+def expected_work(text: str, sentences: Sequence[Span], config: LimeConfig) -> tuple[float, float]:
+    """The distinct texts ``explain_sentences`` can be expected to score for ``text``, and their
+    characters: what an explanation costs each model.
+
+    A text keeping k of the n sentences keeps all the white space between them. LIME keeps
+    k sentences with k uniform in 0..n-1, then which ones uniformly, in each of its two runs;
+    the faithfulness checks score every text with one sentence removed and every text of
+    one sentence, and ``1 + faithfulness_draws`` texts keeping the top or random ``top_count``
+    sentences and as many without them. Repeats are scored once (``Memoized``), which for a
+    few sentences is most of LIME's samples: a text of k sentences drawn d times, out of
+    C(n, k) equally likely, is expected to be C(n, k) (1 - (1 - 1/C(n, k))^d) distinct texts.
+    """
+    n = len(sentences)
+    words = sum(len(s.text) for s in sentences)
+    between = len(text) - words  # characters that every perturbed text keeps
+    lime_draws = 2 * (config.lime_samples - 1) / n  # of each k, over both runs
+    checks = 1 + config.faithfulness_draws
+    top = top_count(n)
+    texts, chars = 1.0, float(len(text))  # the text itself (LIME's first sample)
+    for k in range(n):
+        if n >= 2 and k in (1, n - 1):  # the faithfulness checks score all of them
+            distinct = float(n)
+        else:
+            draws = lime_draws + (checks if n >= 2 and k == n - top else 0) + (checks if n >= 2 and k == top else 0)
+            distinct = expected_distinct(math.comb(n, k), draws)
+        texts += distinct
+        chars += distinct * (between + words * k / n)
+    return texts, chars
+
+
+def expected_distinct(choices: int, draws: float) -> float:
+    """Distinct ones expected among ``draws`` uniform draws of ``choices`` equally likely ones."""
+    if choices == 1:
+        return 1.0 if draws else 0.0
+    if choices > 10**12:  # then (1 - 1/c)^d is 1 - d/c to double precision
+        return draws
+    return choices * -math.expm1(draws * math.log1p(-1 / choices))
+
+
 def rank_agreement(a: Sequence[float], b: Sequence[float]) -> float | None:
     """Spearman's rho of two weight vectors; None when it is undefined (under 2 values, or constant)."""
     if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
@@ -155,8 +209,8 @@ def faithfulness(
     toward = 1.0 if p_full >= 0.5 else -1.0  # the predicted class
     order = np.argsort(-toward * np.asarray(weights), kind="stable")
     chosen_sets = [[i] for i in range(n)] + [order[:k]] + random_choices
-    texts = [without(c) for c in chosen_sets] + [only(c) for c in chosen_sets]
-    p = score(texts)
+    texts = itertools.chain(map(without, chosen_sets), map(only, chosen_sets))
+    p = np.concatenate([score(chunk) for chunk in chunks(texts, CHUNK_CHARS)])
     # drop in the predicted class's probability: removing (comprehensiveness), keeping (sufficiency)
     drop = toward * (p_full - p)
     removed, kept = drop[: len(chosen_sets)], drop[len(chosen_sets) :]
@@ -174,6 +228,19 @@ def faithfulness(
     quality.random_comprehensiveness_top = float(removed[n + 1 :].mean())
     quality.random_sufficiency_top = float(kept[n + 1 :].mean())
     return quality
+
+
+def chunks(texts: Iterable[str], max_chars: int) -> Iterator[list[str]]:
+    """``texts`` in lists of at most ``max_chars`` characters (or one text), made as they are taken."""
+    chunk, chars = [], 0
+    for text in texts:
+        if chunk and chars + len(text) > max_chars:
+            yield chunk
+            chunk, chars = [], 0
+        chunk.append(text)
+        chars += len(text)
+    if chunk:
+        yield chunk
 
 
 def _normalised(value: float, attainable: np.ndarray, higher_is_better: bool) -> float | None:

@@ -1,24 +1,31 @@
-"""Load test: the worst requests the server allows, from many clients at once.
+"""Load test: the worst requests the server allows, alone and from several clients at once.
 
-Starts ``textflix serve`` on a copy of DATA_DIR's database (as scripts/bench_api.py does),
-then for --seconds sends, from --clients concurrent clients that never pause, the most
-expensive requests the limits allow (TEXTFLIX_MAX_TEXTS texts, explained up to the
-TEXTFLIX_MAX_EXPLAIN_CHARS and TEXTFLIX_MAX_EXPLAIN_SENTENCES budgets; as many texts of
-TEXTFLIX_MAX_TEXT_CHARS characters without explanations; one review as long as the
-budgets allow to POST /api/reviews and to /analyze). Meanwhile
-another client sends one short POST /api/predict every 0.2 s. Prints one line per
-figure: the short request's median, p99 and worst latency, the answers by status
-(429s are refusals with Retry-After, 5xx must be zero), and the server's memory.
+Starts ``textflix serve`` on a copy of DATA_DIR's database (as scripts/bench_api.py does). The
+requests are the most expensive the limits allow, in 4-byte characters (letters from Unicode's
+mathematical alphanumerics: such a text takes 4 bytes a character in memory):
 
-    python scripts/bench_load.py [--data-dir data] [--clients 32] [--seconds 60]
+- explained: one text of TEXTFLIX_MAX_TEXT_CHARS characters with as many sentences as one
+  request may have explained, its charge (``analysis_cost``) within TEXTFLIX_MAX_WORK_IN_FLIGHT;
+- explained, many: as many such texts as TEXTFLIX_MAX_EXPLAIN_CHARS allows, each with as many
+  sentences as keep the request's charge within the limit;
+- TEXTFLIX_MAX_TEXTS texts of TEXTFLIX_MAX_TEXT_CHARS characters, not explained;
+- the explained text to POST /api/reviews and to /analyze.
+
+First the explained request alone: its time and the server's memory meanwhile. Then for
+--seconds, --clients clients that never pause send these requests in turn, while another
+client sends one short POST /api/predict every 0.2 s. Prints one line per figure: the short
+request's median, p99 and worst latency, the answers by status (429s are refusals with
+Retry-After, 5xx must be zero), and the server's memory.
+
+    python scripts/bench_load.py [--data-dir data] [--clients 7] [--seconds 60]
 """
 
 import argparse
 import asyncio
 import collections
 import itertools
+import json
 import random
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -29,9 +36,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.analysis import analysis_cost  # noqa: E402
+from app.analysis import analysis_cost, sentence_spans  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from bench_api import Server, ms, percentile  # noqa: E402
+from bench_api import database_copy, ms, percentile, textflix_server  # noqa: E402
 from model.config import LimeConfig  # noqa: E402
 
 WORDS = (
@@ -41,39 +48,71 @@ WORDS = (
 PROBE = {"texts": ["A warm, funny film with a weak ending."]}
 
 
-def long_text(rng: random.Random, sentences: int, chars: int) -> str:
-    """A text of ``sentences`` sentences and about ``chars`` characters (at most), all words random."""
+# ASCII letters to Unicode's mathematical bold ones, 4 bytes each in UTF-8 and in a Python string
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+WIDE = str.maketrans({c: chr(0x1D400 + i) for i, c in enumerate(LETTERS)})
+
+
+def long_text(seed: int, sentences: int, chars: int) -> str:
+    """A text of ``sentences`` sentences of random words, about ``chars`` characters, in 4-byte letters."""
+    rng = random.Random(seed)
     per_sentence = max(8, chars // sentences - 1)
     parts = []
     for _ in range(sentences):
         words, length = [], 0
-        while length < per_sentence - 12:
+        while length < per_sentence - 8:
             word = rng.choice(WORDS)
             words.append(word)
             length += len(word) + 1
         parts.append(" ".join(words).capitalize() + ".")
-    return " ".join(parts)[:chars]
+    return " ".join(parts)[:chars].translate(WIDE)
 
 
-def worst_requests(settings: Settings, rng: random.Random) -> list[tuple[str, str, dict]]:
+def most_sentences(settings: Settings, texts: int, seed: int) -> list[str]:
+    """``texts`` texts of ``max_text_chars`` characters, with as many sentences each (the same
+    number) as keep their explanation within ``max_work_in_flight`` and ``max_explain_sentences``."""
+    lime, chars = settings.group(LimeConfig), settings.max_text_chars
+
+    def made(sentences: int) -> tuple[list[str], int]:
+        made_texts = [long_text(seed + i, sentences, chars) for i in range(texts)]
+        return made_texts, analysis_cost(made_texts, True, lime, [sentence_spans(t) for t in made_texts])
+
+    low, high = 1, max(1, settings.max_explain_sentences // texts)  # low fits (or nothing does)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if made(middle)[1] <= settings.max_work_in_flight:
+            low = middle
+        else:
+            high = middle - 1
+    return made(low)[0]
+
+
+def worst_requests(settings: Settings, seed: int) -> list[tuple[str, str, dict]]:
     """(path, body kind, body) of the most expensive requests the settings allow."""
-    texts, chars = settings.max_texts, settings.max_text_chars
-    sentences, explained_chars = settings.max_explain_sentences, min(chars, settings.max_explain_chars)
-    # as many explained texts as one request may have: each reserves its LIME passes
-    most_explained = settings.max_work_in_flight // analysis_cost(["any"], True, settings.group(LimeConfig))
-    explained_texts = max(1, min(texts, most_explained))
-    explained = [
-        long_text(rng, max(1, sentences // explained_texts), explained_chars // explained_texts)
-        for _ in range(explained_texts)
-    ]
-    plain = [long_text(rng, 200, chars) for _ in range(texts)]
-    longest = long_text(rng, sentences, explained_chars)
+    [explained] = most_sentences(settings, 1, seed)
+    most_texts = max(1, min(settings.max_texts, settings.max_explain_chars // settings.max_text_chars))
+    many = most_sentences(settings, most_texts, seed)
+    plain = [long_text(seed + i, 200, settings.max_text_chars) for i in range(settings.max_texts)]
     return [
-        ("/api/predict", "json", {"texts": explained, "explain": True}),
+        ("/api/predict", "json", {"texts": [explained], "explain": True}),
+        ("/api/predict", "json", {"texts": many, "explain": True}),
         ("/api/predict", "json", {"texts": plain}),
-        ("/api/reviews", "json", {"text": longest}),
-        ("/analyze", "form", {"text": longest}),
+        ("/api/reviews", "json", {"text": explained}),
+        ("/analyze", "form", {"text": explained}),
     ]
+
+
+def describe(settings: Settings, path: str, body: dict) -> str:
+    texts = body.get("texts") or [body["text"]]
+    spans = [sentence_spans(t) for t in texts]
+    explain = body.get("explain", path != "/api/predict")
+    cost = analysis_cost(texts, explain, settings.group(LimeConfig), spans)
+    return (
+        f"{path} {'explained' if explain else 'not explained'}: {len(texts)} texts, "
+        f"{sum(map(len, texts)):,} characters, "
+        f"{sum(map(len, spans)):,} sentences, a body of {len(json.dumps(body, ensure_ascii=False).encode()):,} bytes, "
+        f"{cost:,} model passes of {settings.max_work_in_flight:,}"
+    )
 
 
 def rss_mib(pid: int) -> float:
@@ -116,7 +155,20 @@ async def watch_memory(pid: int, seconds: float, samples: list[float]) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         samples.append(rss_mib(pid))
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(0.5)
+
+
+async def alone(url: str, pid: int, request: tuple[str, str, dict]) -> tuple[int, float, float]:
+    """``request`` on its own: its status, seconds, and the most memory the server held meanwhile."""
+    path, _, body = request
+    memory: list[float] = []
+    async with httpx.AsyncClient(base_url=url, timeout=None) as http:
+        sent = time.perf_counter()
+        watcher = asyncio.ensure_future(watch_memory(pid, 1e9, memory))
+        response = await http.post(path, json=body)
+        seconds = time.perf_counter() - sent
+        watcher.cancel()
+    return response.status_code, seconds, max(memory + [rss_mib(pid)])
 
 
 async def load_test(url: str, pid: int, requests: list, clients: int, seconds: float) -> tuple:
@@ -134,7 +186,7 @@ async def load_test(url: str, pid: int, requests: list, clients: int, seconds: f
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path("data"), help="Built data dir (models and database).")
-    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--clients", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--seed", type=int, default=0)
@@ -142,26 +194,31 @@ def main(argv: list[str] | None = None) -> int:
     db = args.data_dir / "textflix.db"
     if not db.is_file() or not (args.data_dir / "models" / "bert").is_dir():
         raise SystemExit(f"No built database and models in {args.data_dir}: run `textflix build` first.")
-    requests = worst_requests(Settings(), random.Random(args.seed))
+    settings = Settings()
+    requests = worst_requests(settings, args.seed)
+    for path, _, body in requests:
+        print(f"request {describe(settings, path, body)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="textflix-load-") as tmp:
-        copy = Path(tmp) / "textflix.db"
-        with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
-            source.backup(target)
-        server = Server(args.data_dir, f"sqlite:///{copy}", Settings().batch_window_ms, args.device, Path(tmp) / "server.log")
+        url = database_copy(db, Path(tmp))
+        server = textflix_server(args.data_dir, url, settings.batch_window_ms, args.device, Path(tmp) / "server.log")
         try:
             health = server.wait_ready()
             httpx.post(f"{server.url}/api/predict", json=PROBE, timeout=60)  # warm-up
+            pid = server.process.pid
+            loaded = rss_mib(pid)
+            print(f"Server on {health.get('device')}, {loaded:,.0f} MiB (RSS) once its models are loaded", flush=True)
+            status, seconds, most = asyncio.run(alone(server.url, pid, requests[0]))
+            print(f"the explained request alone: {status} in {seconds:,.1f} s", flush=True)
+            print(f"server memory (RSS) meanwhile: at most {most:,.0f} MiB ({most - loaded:,.0f} over the models)", flush=True)
             print(
-                f"Server on {health.get('device')}; {args.clients} clients sending the worst allowed requests "
-                f"for {args.seconds:.0f} s, one client sending a short POST /api/predict every 0.2 s",
+                f"{args.clients} clients sending the worst allowed requests for {args.seconds:.0f} s, "
+                "one client sending a short POST /api/predict every 0.2 s",
                 flush=True,
             )
-            statuses, latencies, memory = asyncio.run(
-                load_test(server.url, server.process.pid, requests, args.clients, args.seconds)
-            )
+            statuses, latencies, memory = asyncio.run(load_test(server.url, pid, requests, args.clients, args.seconds))
             time.sleep(10)
             after = httpx.get(f"{server.url}/api/health", timeout=60).json()
-            memory.append(rss_mib(server.process.pid))
+            memory.append(rss_mib(pid))
         finally:
             server.stop()
     print(
@@ -172,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"answers {path} {status}: {count}")
     errors = sum(count for (_, status), count in statuses.items() if status >= 500)
     print(f"5xx answers: {errors}")
-    print(f"analysis work in flight 10 s after the clients hung up: {after['work_in_flight']} model passes")
+    print(f"analysis work in flight 10 s after the clients hung up: {after.get('work_in_flight')} model passes")
     quarters = " / ".join(f"{memory[min(len(memory) - 1, len(memory) * q // 4)]:,.0f}" for q in range(5))
     print(f"server memory (RSS) at the start, each quarter of the run and 10 s after: {quarters} MiB (most {max(memory):,.0f})")
     return 0

@@ -8,20 +8,33 @@ the tests can make the server busy on purpose.
 import asyncio
 import json
 import logging
+import math
 import os
 import time
+import tracemalloc
 
 import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.analysis import BACKGROUND, URGENT, MicroBatcher
+from app.analysis import (
+    BACKGROUND,
+    FULL_TEXT_CHARS,
+    TEXT_OVERHEAD_CHARS,
+    URGENT,
+    MicroBatcher,
+    ModelAnalyzer,
+    analysis_cost,
+    sentence_spans,
+)
 from app.errors import ServerStopping
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import serve_in_thread
-from tests.web_fixtures import FakeAnalyzer, analyzer_app, use_analyzer, web_database  # noqa: F401
+from model.config import LimeConfig
+from model.names import MODELS
+from tests.web_fixtures import FakeAnalyzer, analyzer_app, cue_model, use_analyzer, web_database  # noqa: F401
 
 TITLE = "tt0100001"
 def review(sentences: int) -> str:
@@ -54,12 +67,69 @@ def test_a_request_over_the_explanation_budget_is_refused_naming_it(web_database
     assert models["bert"].calls == []
 
 
+@pytest.mark.parametrize("sentences", [1, 4, 12, 150, 700])
+def test_an_explanation_is_charged_the_texts_and_characters_it_sends_to_the_models(sentences):
+    text = review(sentences)
+    settings = Settings(database_url="sqlite://", batch_window_ms=2, max_work_in_flight=10**6)  # LIME's default samples
+    sent = {name: [] for name in MODELS}  # per model call: texts, characters, passes reserved meanwhile
+
+    def counting(name):
+        model = cue_model(0.0)
+
+        def predict(texts):
+            sent[name].append((len(texts), sum(map(len, texts)), analyzer.work.in_flight))
+            return model(texts)
+
+        return predict
+
+    analyzer = ModelAnalyzer({name: counting(name) for name in MODELS}, settings)
+
+    async def main():
+        try:
+            return await analyzer.analyze([text], explain=True)
+        finally:
+            await analyzer.stop()
+
+    [result] = asyncio.run(main())
+    charge = analysis_cost([text], True, settings.group(LimeConfig), [sentence_spans(text)])
+    assert len(result["sentences"]) == sentences
+    for calls in sent.values():
+        texts, chars = sum(c[0] for c in calls), sum(c[1] for c in calls)
+        work = math.ceil((chars + TEXT_OVERHEAD_CHARS * texts) / FULL_TEXT_CHARS)  # whole passes, as charged
+        assert charge / 1.5 <= work <= charge * 1.5, (texts, chars, work, charge)
+        assert max(c[2] for c in calls) == charge  # and the analysis reserved what it was charged
+    assert analyzer.work.in_flight == 0
+
+
+def test_an_explanation_does_not_hold_all_its_texts_at_once():
+    from model.explain import explain_sentences
+
+    text = " ".join(f"Scene {i} \N{CLAPPER BOARD} was {'good' if i % 3 else 'boring'}." for i in range(700))
+    spans = sentence_spans(text)
+    model, scored = cue_model(0.0), []
+
+    def predict(texts):
+        scored.append(sum(len(t) for t in texts) * 4)  # bytes: one character outside the BMP takes 4 a character
+        return model(texts)
+
+    tracemalloc.start()
+    try:
+        explain_sentences(text, spans, predict, LimeConfig())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # At most one LIME run's samples (511 texts, half as long as the text on average) and its
+    # matrices at a time, a third of all (about 1,225 times the text's length); not all of them.
+    assert peak < sum(scored) / 2, (peak, sum(scored))
+
+
 def test_beyond_the_work_in_flight_a_request_gets_429_with_retry_after(web_database):
-    # each request needs 1 + 2 * 16 + 2 * (1 + 10) = 55 passes per model (analysis_cost); the server takes 60 at once
-    app, analyzer, _ = analyzer_app(web_database, seconds_per_call=0.2, max_work_in_flight=60)
+    text = review(6)
+    cost = analysis_cost([text], True, LimeConfig(lime_samples=16), [sentence_spans(text)])
+    app, analyzer, _ = analyzer_app(web_database, seconds_per_call=0.2, max_work_in_flight=cost + cost // 2)
 
     async def main(client):
-        slow = [client.post("/api/predict", json={"texts": [review(6)], "explain": True}) for _ in range(2)]
+        slow = [client.post("/api/predict", json={"texts": [text], "explain": True}) for _ in range(2)]
         return await asyncio.gather(*slow, return_exceptions=True)
 
     with serve_in_thread(app) as url:
@@ -77,10 +147,16 @@ def test_beyond_the_work_in_flight_a_request_gets_429_with_retry_after(web_datab
 
 
 def test_a_request_larger_than_the_server_takes_is_refused_as_a_client_error(web_database):
-    app, _, _ = analyzer_app(web_database, max_work_in_flight=30)
+    texts = [review(6), review(8)]
+    cost = analysis_cost(texts, True, LimeConfig(lime_samples=16), [sentence_spans(t) for t in texts])
+    app, analyzer, models = analyzer_app(web_database, max_work_in_flight=cost - 1)
     with TestClient(app) as client:
-        response = client.post("/api/predict", json={"texts": ["Good.", "Bad."], "explain": True})
-    assert response.status_code == 422 and response.json()["detail"][0]["limit"] == 30
+        response = client.post("/api/predict", json={"texts": texts, "explain": True})
+        [item] = response.json()["detail"]
+        assert response.status_code == 422 and item["field"] == "texts" and item["limit"] == cost - 1
+        assert f"takes {cost:,} model passes" in item["message"] and "TEXTFLIX_MAX_WORK_IN_FLIGHT" in item["message"]
+        assert client.post("/api/predict", json={"texts": texts[:1], "explain": True}).status_code == 200
+    assert analyzer.work.in_flight == 0
 
 
 def test_a_short_prediction_overtakes_queued_explanations():
