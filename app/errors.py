@@ -35,6 +35,7 @@ log = logging.getLogger("textflix")
 API_PREFIX = "/api/"
 TITLES = {  # of the HTML error page, when the error names none
     400: "Bad request",
+    401: "A token is needed",
     403: "Not allowed",
     404: "Not found",
     405: "Method not allowed",
@@ -230,11 +231,12 @@ def error_responses(*statuses: int) -> dict:
         413: "The body is over the size limit.",
         415: "The body is not sent as application/json.",
         422: "A field is missing, of the wrong type, or over a limit; `field` names it.",
-        429: "Too much analysis is under way; retry after the `Retry-After` seconds.",
+        429: "Too many requests from this client (TEXTFLIX_RATE_LIMIT), or too much analysis under way; retry "
+        "after the `Retry-After` seconds.",
         503: "The models are not loaded, or the database cannot be reached.",
     }
     return {status: {"model": ErrorResponse, "description": descriptions[status]} for status in statuses}
 
 
 # What the guard (``app.guard``) answers on the POST routes before they run.
-GUARD_ERRORS = error_responses(400, 401, 403, 413, 415)
+GUARD_ERRORS = error_responses(400, 401, 403, 413, 415, 429)

@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import os
+import socket
 import time
 
 import httpx
@@ -76,6 +77,31 @@ def test_beyond_the_work_in_flight_a_request_gets_429_with_retry_after(web_datab
     assert analyzer.work.in_flight == 0
 
 
+def test_a_client_over_the_rate_limit_gets_429_with_retry_after(web_database):
+    """Over HTTP: the requests that make the server work are counted per client address; reads are not."""
+    app, _, models = analyzer_app(web_database, rate_limit="3/minute;2/second")
+    with serve_in_thread(app) as url, httpx.Client(base_url=url) as client:
+        assert [client.post("/api/predict", json={"texts": ["Good."]}).status_code for _ in range(2)] == [200, 200]
+        busy = client.post("/api/predict", json={"texts": ["Good."]})  # the third in a second
+        assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
+        time.sleep(1.05)
+        assert client.post("/api/reviews", json={"text": "Good."}).status_code == 200  # the third in the minute
+        calls = len(models["bert"].calls)
+        busy = client.post("/api/predict", json={"texts": ["Good."]})
+        assert busy.status_code == 429 and 50 <= int(busy.headers["retry-after"]) <= 60
+        [item] = busy.json()["detail"]
+        assert "3 per 1 minute" in item["message"] and "TEXTFLIX_RATE_LIMIT" in item["message"]
+        page = client.post("/analyze", data={"text": "Good."})
+        assert page.status_code == 429 and "<h1>Too many requests</h1>" in page.text and page.headers["retry-after"]
+        assert client.get("/api/movies").status_code == 200 and client.get("/analyze").status_code == 200
+        assert len(models["bert"].calls) == calls  # the refused requests did no work
+        with httpx.Client(base_url=url, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as other:
+            assert other.post("/api/predict", json={"texts": ["Good."]}).status_code == 200  # a client of its own
+    app, _, _ = analyzer_app(web_database, rate_limit="")
+    with TestClient(app) as client:
+        assert {client.post("/api/predict", json={"texts": ["Good."]}).status_code for _ in range(70)} == {200}
+
+
 def test_a_request_larger_than_the_server_takes_is_refused_as_a_client_error(web_database):
     app, _, _ = analyzer_app(web_database, max_work_in_flight=30)
     with TestClient(app) as client:
@@ -134,16 +160,65 @@ def test_analyze_runs_only_on_post_and_needs_the_token(gated):
     assert client.get("/analyze.json", params={"text": "A good film."}).json()["result"] is None
     response = client.post("/analyze", data={"text": "A good film."})
     assert response.status_code == 401 and "Fill in this server" in response.text
-    response = client.post("/analyze", data={"text": "A good film.", "token": "wrong"})
-    assert response.status_code == 403 and "A good film." in response.text  # the form, text kept
-    assert client.post("/analyze.json", json={"text": "Good."}, headers={"Authorization": "Bearer no"}).status_code == 403
+    response = client.post("/analyze", data={"token": "wrong", "text": "A good film."})
+    assert response.status_code == 403 and "The API token is not valid" in response.text
+    assert "A good film." not in response.text  # the text was not read: the browser keeps it in the form
+    # the form sends the token first; one that comes after the text is not looked for
     response = client.post("/analyze", data={"text": "A good film.", "token": "s3cret"})
+    assert response.status_code == 401
+    assert client.post("/analyze.json", json={"text": "Good."}, headers={"Authorization": "Bearer no"}).status_code == 403
+    assert client.post("/analyze.json", json={"token": "s3cret", "text": "Good."}).status_code == 401  # JSON: the header
+    assert models["bert"].calls == []  # nothing ran before the token was right
+    response = client.post("/analyze", data={"token": "s3cret", "text": "A good film."})
     assert response.status_code == 200 and 'class="model-col"' in response.text
-    assert 'name="token"' in response.text  # the form asks for the token
+    form = response.text.split('<form class="analyze-form"')[1]
+    assert form.index('name="token"') < form.index('name="text"')  # the form asks for the token, first
     response = client.post("/analyze.json", json={"text": "A good film."}, headers={"Authorization": "Bearer s3cret"})
     assert response.status_code == 200 and response.json()["result"]["predictions"]["bert"]["label"] == "positive"
-    assert models["bert"].calls  # and nothing ran before the token was right
     assert len(models["bert"].calls) <= 4
+
+
+def answer_to_a_body_never_sent(url: str, path: str, headers: dict[str, str], begins: bytes) -> tuple[int, bytes]:
+    """POST to ``path`` a request that announces a body of 1,000,000 bytes and sends only ``begins``,
+    over a socket of its own: the server's status and answer, or a failure if it waits for the rest."""
+    host, port = url.removeprefix("http://").split(":")
+    head = "".join(f"{name}: {value}\r\n" for name, value in {**headers, "Content-Length": "1000000"}.items())
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\n{head}\r\n".encode() + begins)
+        answer = b""
+        try:
+            while b"\r\n\r\n" not in answer or len(answer) < answer.index(b"\r\n\r\n") + 30:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        except TimeoutError:
+            pytest.fail(f"no answer to {path} in 10 s: the server waits for the body")
+    return int(answer.split(b" ", 2)[1]), answer
+
+
+def test_the_token_is_checked_before_the_body_is_read(web_database):
+    """Over HTTP: a request with a wrong or missing token is answered while its body is still on the way,
+    on the API (the Authorization header) and on the /analyze form (its first field, the token)."""
+    app, _, models = analyzer_app(web_database, api_token="s3cret")
+    json_body, form = {"Content-Type": "application/json"}, {"Content-Type": "application/x-www-form-urlencoded"}
+    with serve_in_thread(app) as url:
+        status, answer = answer_to_a_body_never_sent(url, "/api/predict", {**json_body, "Authorization": "Bearer no"}, b'{"texts": ["')
+        assert status == 403 and b"The bearer token is not valid" in answer
+        status, answer = answer_to_a_body_never_sent(url, "/api/reviews", json_body, b'{"text": "')
+        assert status == 401
+        status, answer = answer_to_a_body_never_sent(url, "/analyze", form, b"token=s3crex&text=A+good+fi")
+        assert status == 403 and b"The API token is not valid" in answer
+        status, answer = answer_to_a_body_never_sent(url, "/analyze", form, b"token=" + b"s3cret" * 5)  # longer, unfinished
+        assert status == 403
+        status, answer = answer_to_a_body_never_sent(url, "/analyze", form, b"text=A+good+fi")
+        assert status == 401 and b"Fill in this server&#39;s API token" in answer
+        status, answer = answer_to_a_body_never_sent(url, "/analyze.json", json_body, b'{"token": "s3cret", "text": "')
+        assert status == 401
+        assert models["bert"].calls == []
+        # the right token (percent-encoded, as a browser may): the server reads on, and analyses the whole text
+        response = httpx.post(f"{url}/analyze.json", content=b"token=s3cr%65t&text=A+good+film.", headers=form)
+        assert response.status_code == 200 and response.json()["result"]["predictions"]["bert"]["label"] == "positive"
 
 
 @pytest.mark.parametrize(
@@ -471,7 +546,7 @@ def test_no_generated_page_request_gets_a_server_error(web_database):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    app = create_app(Settings(database_url=web_database))
+    app = create_app(Settings(database_url=web_database, rate_limit=""))  # one client, hundreds of POSTs
     use_analyzer(app, FakeAnalyzer())
     odd_text = st.text(max_size=40) | st.sampled_from(["\x00", "\ud800", "../../etc/passwd", "%00", "tt0100001", "1e400"])
     number = st.integers(min_value=-(10**30), max_value=10**30).map(str) | odd_text
