@@ -110,6 +110,19 @@ class ServerStopping(AppError):
         super().__init__(503, problem(None, "The server is stopping; retry in a moment."), {"Retry-After": "5"})
 
 
+class AnalysisTooLong(AppError):
+    """An analysis ran past ``analysis_timeout_s``; its work was stopped."""
+
+    title = "The analysis took too long"
+
+    def __init__(self, seconds: float):
+        message = (
+            f"The analysis took longer than this server's limit of {seconds:g} s (TEXTFLIX_ANALYSIS_TIMEOUT_S) "
+            "and was stopped: send fewer or shorter texts, or leave out the explanations."
+        )
+        super().__init__(503, problem(None, message))
+
+
 class ClientGone(AppError):
     """The client closed the connection before the answer; nobody reads what is sent."""
 
@@ -233,7 +246,8 @@ def error_responses(*statuses: int) -> dict:
         422: "A field is missing, of the wrong type, or over a limit; `field` names it.",
         429: "Too many requests from this client (TEXTFLIX_RATE_LIMIT), or too much analysis under way; retry "
         "after the `Retry-After` seconds.",
-        503: "The models are not loaded, or the database cannot be reached.",
+        503: "The models are not loaded, the database cannot be reached, or the analysis took longer than "
+        "TEXTFLIX_ANALYSIS_TIMEOUT_S.",
     }
     return {status: {"model": ErrorResponse, "description": descriptions[status]} for status in statuses}
 

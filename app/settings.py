@@ -176,6 +176,11 @@ class ApiLimits(ConfigGroup):
         "send, in the notation of the `limits` package: '60/minute', '5/second;300/hour'; beyond it, 429 with "
         "Retry-After. Counted per server process. Empty: no limit.",
     )
+    analysis_timeout_s: float = Field(
+        120.0, ge=0,
+        description="Seconds an analysis (POST /api/predict, /api/reviews, /analyze) may take; beyond them its work "
+        "is stopped and the answer is 503. 0: no limit.",
+    )  # fmt: skip
     allow_anonymous_writes: bool = Field(
         False,
         description="Store reviews posted without a token even when the server listens beyond this machine "

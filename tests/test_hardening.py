@@ -145,6 +145,30 @@ def test_work_for_a_client_that_left_is_cancelled(web_database):
     assert calls < 4 * 16
 
 
+def test_an_analysis_past_the_time_limit_is_stopped_with_a_503(web_database):
+    """Over HTTP: an explanation that would take seconds (0.1 s a model call) against a limit of 0.5 s."""
+    app, analyzer, models = analyzer_app(
+        web_database, seconds_per_call=0.1, call_weight=1, explain_workers=2, analysis_timeout_s=0.5
+    )  # fmt: skip
+    with serve_in_thread(app) as url:
+        started = time.monotonic()
+        response = httpx.post(f"{url}/api/predict", json={"texts": [review(8)] * 4, "explain": True}, timeout=30)
+        took = time.monotonic() - started
+        assert response.status_code == 503 and 0.5 <= took < 2.0
+        [item] = response.json()["detail"]
+        assert "limit of 0.5 s (TEXTFLIX_ANALYSIS_TIMEOUT_S)" in item["message"]
+        page = httpx.post(f"{url}/analyze", data={"text": review(20)}, timeout=30)
+        assert page.status_code == 503 and "TEXTFLIX_ANALYSIS_TIMEOUT_S" in page.text and "<textarea" in page.text
+        deadline = time.monotonic() + 5
+        while analyzer.work.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert analyzer.work.in_flight == 0  # its work was stopped, as for a client that left
+        calls = len(models["bert"].calls)
+        time.sleep(1.0)
+        assert len(models["bert"].calls) <= calls + 2
+        assert httpx.post(f"{url}/api/predict", json={"texts": ["Good."]}).status_code == 200  # a short one fits
+
+
 # --- /analyze: only a POST works, through the same gate as the API ----------------------------
 
 
