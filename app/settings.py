@@ -109,6 +109,12 @@ class Server(ConfigGroup):
         description="Server processes sharing the port; each loads its own copy of the models and has its own "
         "micro-batcher and TEXTFLIX_MAX_WORK_IN_FLIGHT.",
     )  # fmt: skip
+    shutdown_grace_s: float = Field(
+        8.0, ge=0,
+        description="Seconds a stopping server (SIGTERM, Ctrl-C) lets the requests under way finish, such as "
+        "explanations, before it stops them (503): under the 10 s that `docker stop` waits before it kills.",
+    )  # fmt: skip
+
     @field_validator("trusted_proxies", mode="before")
     @classmethod
     def _trusted_proxies(cls, value):

@@ -6,10 +6,14 @@ the tests can make the server busy on purpose.
 """
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 
 import httpx
@@ -21,7 +25,7 @@ from app.analysis import BACKGROUND, URGENT, MicroBatcher
 from app.errors import ServerStopping
 from app.main import create_app
 from app.settings import Settings
-from tests.conftest import serve_in_thread
+from tests.conftest import ROOT, free_port, serve_in_thread
 from tests.web_fixtures import FakeAnalyzer, analyzer_app, use_analyzer, web_database  # noqa: F401
 
 TITLE = "tt0100001"
@@ -167,6 +171,53 @@ def test_an_analysis_past_the_time_limit_is_stopped_with_a_503(web_database):
         time.sleep(1.0)
         assert len(models["bert"].calls) <= calls + 2
         assert httpx.post(f"{url}/api/predict", json={"texts": ["Good."]}).status_code == 200  # a short one fits
+
+
+# --- a stopping server ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("grace", "status"), [(8, 200), (0.5, 503)], ids=["within-the-grace", "past-it"])
+def test_a_stopping_server_lets_the_requests_under_way_finish_for_its_grace(web_database, tmp_path, grace, status):
+    """A real ``textflix serve`` process (stand-in models, 0.1 s a call) gets SIGTERM while it explains:
+    the explanation (about 2 s) is answered within the grace, or past it with a 503 that says why."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [
+        sys.executable, "tests/stand_in_server.py", "serve", "--database", web_database, "--data-dir", str(tmp_path),
+        "--port", str(port), "--shutdown-grace-s", str(grace), "--explain-workers", "2", "--lime-samples", "16",
+    ]  # fmt: skip
+    with open(tmp_path / "serve.log", "wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+            try:
+                if httpx.get(f"{url}/api/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(httpx.post, f"{url}/api/predict", json={"texts": [review(8)] * 2, "explain": True}, timeout=60)
+            while not httpx.get(f"{url}/api/health").json()["work_in_flight"]:
+                time.sleep(0.02)
+            stopped = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            response = answer.result()
+        process.wait(grace + 10)
+        assert time.monotonic() - stopped < grace + 5
+    finally:
+        process.kill()
+        process.wait()
+    log = (tmp_path / "serve.log").read_text()
+    assert response.status_code == status, log
+    if status == 503:
+        assert response.json()["detail"][0]["message"] == "The server is stopping; retry in a moment."
+        assert response.headers["retry-after"] == "5" and "Traceback" not in log
+    else:
+        assert len(response.json()["results"]) == 2
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/api/health")  # gone
 
 
 # --- /analyze: only a POST works, through the same gate as the API ----------------------------
