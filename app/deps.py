@@ -76,7 +76,8 @@ async def analyze_while_connected(
 ) -> list[dict]:
     """``analyzer.analyze``, cancelled as soon as the client goes away (``ClientGone``) or the analysis
     runs past ``analysis_timeout_s`` (``AnalysisTooLong``); an explanation over the budget is a 422
-    naming ``field``, the body field of the texts."""
+    naming ``field``, the body field of the texts. An explained result carries its ``text``, which
+    its sentences' spans index."""
     limit = request.app.state.settings.analysis_timeout_s
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit if limit else None
@@ -85,7 +86,8 @@ async def analyze_while_connected(
         while True:
             done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
             if done:
-                return task.result()
+                results = task.result()
+                return [{"text": text, **result} for text, result in zip(texts, results)] if explain else results
             if await request.is_disconnected():
                 raise ClientGone()
             if deadline is not None and loop.time() > deadline:

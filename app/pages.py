@@ -22,6 +22,7 @@ from app.limits import MAX_ID, check_explanation_size, check_text, plausible_ide
 from app.settings import Settings
 from app.templating import STATIC_DIR, templates
 from app.view import View
+from model.data import clean_text
 from model.names import MODELS
 
 
@@ -181,6 +182,7 @@ async def _analysis(request: Request, analyzer: Analyzer, settings: Settings, da
     text = fields.get("text", "")
     if not isinstance(text, str):
         raise AppError.one(422, "text", "The text must be a string.")
+    text = clean_text(text)  # as the API's texts and the catalogue's reviews
     data["text"] = text.encode("utf-8", "replace").decode("utf-8")  # the form gives it back, printable
     require_models(analyzer)
     if not text.strip():

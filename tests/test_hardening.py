@@ -331,6 +331,31 @@ def test_analyze_answers_a_4xx_to_malformed_json(web_database):
         assert 400 <= response.status_code < 500
 
 
+# --- posted texts are cleaned as the catalogue's reviews are --------------------------------------
+
+# Windows-1252's dash and quotes sent as C1 characters (as the archive's texts hold them), a control
+# character, a line break tag and spaces around it all.
+POSTED = "  A disaster \x96 ten minutes of \x93charm\x94.\x07<br /><br />Then nothing\x85 \x00 "
+CLEANED = "A disaster \u2013 ten minutes of \u201ccharm\u201d.\n\nThen nothing\u2026"
+
+
+def test_posted_texts_are_cleaned_as_the_catalogues_reviews_are(web_database):
+    app, _, _ = analyzer_app(web_database, allow_anonymous_writes=True)
+    with TestClient(app) as client:
+        [result] = client.post("/api/predict", json={"texts": [POSTED], "explain": True}).json()["results"]
+        assert result["text"] == CLEANED
+        assert [result["text"][s["start"] : s["end"]] for s in result["sentences"]] == [s["text"] for s in result["sentences"]]
+        assert [s["text"] for s in result["sentences"]] == ["A disaster \u2013 ten minutes of \u201ccharm\u201d.", "Then nothing\u2026"]
+        assert "text" not in client.post("/api/predict", json={"texts": [POSTED]}).json()["results"][0]
+        stored = client.post("/api/reviews", json={"text": POSTED, "title_id": TITLE})
+        assert stored.status_code == 201 and stored.json()["text"] == CLEANED
+        assert client.get(stored.json()["api_url"]).json()["review"]["text"] == CLEANED
+        page = client.post("/analyze.json", data={"text": POSTED}).json()
+        assert page["text"] == CLEANED and page["result"]["sentences"][1]["text"] == "Then nothing\u2026"
+        blank = client.post("/api/predict", json={"texts": ["\x07\x00 <br />"]})
+        assert blank.status_code == 422 and "empty" in blank.json()["detail"][0]["message"]
+
+
 # --- client mistakes that used to be 500s --------------------------------------------------------
 
 
