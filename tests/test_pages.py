@@ -531,6 +531,11 @@ def test_about_says_how_far_a_build_still_running_has_come(tmp_path, web_client)
     assert "build-progress" not in web_client.get("/about").text  # a finished build
 
 
+def test_about_shows_a_dash_for_what_a_new_build_has_not_counted_yet(tmp_path):
+    page, _ = about_with_run(tmp_path, {**RUN, "status": "running", "counts": {}, "steps": {}, "metrics": {}})
+    assert "<dt>Catalogue</dt><dd>– test-split reviews of – titles" in page  # was a 500 during the data step
+
+
 def test_about_still_draws_a_curve_recorded_before_seeds(tmp_path):
     page, data = about_with_run(tmp_path, OLD_CURVE_RUN)
     html = curve_section(page)
