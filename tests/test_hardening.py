@@ -430,8 +430,8 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", 
 
 
 def reverse_proxy(upstream: str, pass_host: bool):
-    """A reverse proxy, as nginx is configured in deploy/nginx.conf: the client's Host passed on or
-    replaced by the upstream's, and the connecting address appended to X-Forwarded-For."""
+    """A reverse proxy: the client's Host passed on or replaced by the upstream's, and the connecting
+    address appended to X-Forwarded-For (nginx's $proxy_add_x_forwarded_for)."""
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
@@ -486,6 +486,22 @@ def test_anonymous_writes_come_only_from_this_machine_by_its_own_name(tmp_path, 
     else:  # no proxy is trusted: a request that passed one is not local, whatever it says
         assert from_here.status_code == 403 and "TEXTFLIX_TRUSTED_PROXIES" in message
         assert forged.status_code == 403
+
+
+@pytest.mark.parametrize("trusted", [False, True], ids=["no-trusted-proxy", "trusted-local-proxy"])
+def test_behind_a_trusted_proxy_each_client_has_a_rate_limit_of_its_own(web_database, trusted):
+    from app.cli import uvicorn_options
+
+    app, _, _ = analyzer_app(web_database, rate_limit="2/minute", trusted_proxies=["127.0.0.1"] if trusted else [])
+    with serve_in_thread(app, **uvicorn_options(app.state.settings)) as url, serve_in_thread(reverse_proxy(url, False)) as proxy:
+
+        def predict(client: str) -> int:
+            headers = {"X-Forwarded-For": client}
+            return httpx.post(f"{proxy}/api/predict", json={"texts": ["Good."]}, headers=headers, timeout=30).status_code
+
+        statuses = [predict("203.0.113.7"), predict("203.0.113.7"), predict("203.0.113.8"), predict("203.0.113.7")]
+    # trusted, the proxy's word on who sent it is taken; else every client is the proxy's one address
+    assert statuses == ([200, 200, 200, 429] if trusted else [200, 200, 429, 429])
 
 
 @pytest.mark.parametrize(
