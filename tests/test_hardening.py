@@ -691,8 +691,9 @@ def test_no_generated_page_request_gets_a_server_error(web_database):
             url = path + ("?" + urlencode({k.encode("utf-8", "surrogatepass"): v.encode("utf-8", "surrogatepass") for k, v in query.items()}) if query else "")
             if post is None:
                 response = client.get(url)
-            elif post[0] == "form":
-                response = client.post("/analyze", data={"text": post[1].encode("utf-8", "surrogatepass")})
+            elif post[0] == "form":  # encoded here: httpx sends bytes in ``data`` as their repr, "b'...'"
+                form = urlencode({"text": post[1].encode("utf-8", "surrogatepass")}).encode()
+                response = client.post("/analyze", content=form, headers={"Content-Type": "application/x-www-form-urlencoded"})
             else:
                 payload = json.dumps(post[1]).encode()
                 response = client.post("/analyze.json", content=payload, headers={"Content-Type": "application/json"})
