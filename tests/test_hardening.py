@@ -106,6 +106,14 @@ def test_a_client_over_the_rate_limit_gets_429_with_retry_after(web_database):
         assert {client.post("/api/predict", json={"texts": ["Good."]}).status_code for _ in range(70)} == {200}
 
 
+def test_a_rate_limit_that_is_not_one_is_refused_saying_how_to_write_it(capsys):
+    from app.cli import main
+
+    assert main(["serve", "--rate-limit", "60 a minute"]) == 2
+    error = capsys.readouterr().err
+    assert "'60 a minute' is not a rate limit: write it as '60/minute', or several as '5/second;300/hour'" in error
+
+
 def test_a_request_larger_than_the_server_takes_is_refused_as_a_client_error(web_database):
     app, _, _ = analyzer_app(web_database, max_work_in_flight=30)
     with TestClient(app) as client:
