@@ -145,8 +145,14 @@ def report(settings: Settings, as_json: bool = False) -> int:
 
 def uvicorn_options(settings: Settings) -> dict:
     """How uvicorn serves the app, besides where: X-Forwarded-For read only from ``trusted_proxies``
-    (uvicorn's own default trusts 127.0.0.1, which would take a local proxy's word for who writes)."""
-    return {"proxy_headers": bool(settings.trusted_proxies), "forwarded_allow_ips": settings.trusted_proxies or None}
+    (uvicorn's own default trusts 127.0.0.1, which would take a local proxy's word for who writes),
+    and at shutdown ``shutdown_grace_s`` for the requests under way (uvicorn's default waits for
+    them without end, which `docker stop` cuts short with SIGKILL)."""
+    return {
+        "proxy_headers": bool(settings.trusted_proxies),
+        "forwarded_allow_ips": settings.trusted_proxies or None,
+        "timeout_graceful_shutdown": settings.shutdown_grace_s,
+    }
 
 
 def serve(settings: Settings) -> int:

@@ -1,10 +1,13 @@
 """Database models and access: SQLite by default, any SQLAlchemy URL works."""
 
+import os
+import socket
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 from sqlalchemy import (
     JSON,
     DateTime,
@@ -201,8 +204,9 @@ class Run(Base):
     steps: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # name -> {seconds, ...}
     counts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    # the step running now: {"step", "doing", and as it goes "done", "total", "unit"}; None between steps.
-    # Deferred, read only while a build runs: a server may serve a database built before migration 0005.
+    # the step running now: {"step", "doing", "builder" (``this_process``), and as it goes "done", "total",
+    # "unit"}; None between steps. Deferred, read only while a build runs: a server may serve a database
+    # built before migration 0005.
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON, deferred=True)
 
     def record(self) -> dict:
@@ -223,6 +227,26 @@ class Run(Base):
             # what each step recorded besides its time: checkpoints, amounts, seeds, the temperature
             "steps": self.steps or {},
         }
+
+
+def this_process() -> dict:
+    """This process, as a run's progress names the build that wrote it (``process_gone`` looks it up)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": psutil.Process().create_time()}
+
+
+def process_gone(named: dict) -> bool:
+    """Whether the process that ``this_process`` gave as ``named`` has ended: on this machine, no process
+    has its pid and start time any more, or only its zombie is left. False when that cannot be told: it
+    ran on another machine, or the progress was written before builds named themselves."""
+    if named.get("host") != socket.gethostname() or "pid" not in named:
+        return False
+    try:
+        process = psutil.Process(named["pid"])
+        return process.create_time() != named.get("started") or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.AccessDenied:
+        return False
 
 
 def readable_metrics(metrics: dict) -> dict:

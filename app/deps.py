@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.analysis import Analyzer, ExplanationTooLarge
 from app.db import make_engine
-from app.errors import AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
+from app.errors import AnalysisTooLong, AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
 from app.settings import Settings
 
 DISCONNECT_POLL_S = 0.25  # how often a running analysis looks whether its client is still there
@@ -74,16 +74,24 @@ def require_models(analyzer: Analyzer) -> None:
 async def analyze_while_connected(
     request: Request, analyzer: Analyzer, field: str, texts: list[str], explain: bool
 ) -> list[dict]:
-    """``analyzer.analyze``, cancelled as soon as the client goes away (``ClientGone``); an
-    explanation over the budget is a 422 naming ``field``, the body field of the texts."""
+    """``analyzer.analyze``, cancelled as soon as the client goes away (``ClientGone``) or the analysis
+    runs past ``analysis_timeout_s`` (``AnalysisTooLong``); an explanation over the budget is a 422
+    naming ``field``, the body field of the texts. An explained result carries its ``text``, which
+    its sentences' spans index."""
+    limit = request.app.state.settings.analysis_timeout_s
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit if limit else None
     task = asyncio.ensure_future(analyzer.analyze(texts, explain))
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
             if done:
-                return task.result()
+                results = task.result()
+                return [{"text": text, **result} for text, result in zip(texts, results)] if explain else results
             if await request.is_disconnected():
                 raise ClientGone()
+            if deadline is not None and loop.time() > deadline:
+                raise AnalysisTooLong(limit)
     except ExplanationTooLarge as error:
         raise AppError.one(422, field, str(error), error.limit) from None
     finally:

@@ -15,6 +15,7 @@ path ends in a bare 500. Paths are taken relative to the app's root path, so the
 answers are the same behind a proxy that mounts the site under a prefix.
 """
 
+import asyncio
 import logging
 from collections.abc import Mapping
 
@@ -24,7 +25,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import SQLAlchemyError
 from starlette._utils import get_route_path
 from starlette.exceptions import HTTPException
-from starlette.types import Scope
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.db import display_url
 from app.schemas import ErrorResponse
@@ -35,6 +36,7 @@ log = logging.getLogger("textflix")
 API_PREFIX = "/api/"
 TITLES = {  # of the HTML error page, when the error names none
     400: "Bad request",
+    401: "A token is needed",
     403: "Not allowed",
     404: "Not found",
     405: "Method not allowed",
@@ -107,6 +109,19 @@ class ServerStopping(AppError):
 
     def __init__(self):
         super().__init__(503, problem(None, "The server is stopping; retry in a moment."), {"Retry-After": "5"})
+
+
+class AnalysisTooLong(AppError):
+    """An analysis ran past ``analysis_timeout_s``; its work was stopped."""
+
+    title = "The analysis took too long"
+
+    def __init__(self, seconds: float):
+        message = (
+            f"The analysis took longer than this server's limit of {seconds:g} s (TEXTFLIX_ANALYSIS_TIMEOUT_S) "
+            "and was stopped: send fewer or shorter texts, or leave out the explanations."
+        )
+        super().__init__(503, problem(None, message))
 
 
 class ClientGone(AppError):
@@ -220,6 +235,38 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(Exception, server_error)
 
 
+class StoppedAnswered:
+    """A pure ASGI middleware: a request that the server cancels before its answer has begun is answered
+    ``ServerStopping`` (503, Retry-After), not with uvicorn's bare 500. uvicorn cancels the requests
+    still under way when a stopping server's grace (``TEXTFLIX_SHUTDOWN_GRACE_S``) is over; their
+    work is cancelled with them (``app.deps.analyze_while_connected``)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_noted(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_noted)
+        except asyncio.CancelledError:
+            if started:
+                raise
+            asyncio.current_task().uncancel()  # the cancellation is answered here: the answer may still go out
+            stopping = ServerStopping()
+            await error_response(Request(scope), stopping.status, stopping.problems, stopping.headers, stopping.title)(
+                scope, receive, send
+            )
+
+
 def error_responses(*statuses: int) -> dict:
     """The documented (OpenAPI) error responses of a route or router."""
     descriptions = {
@@ -230,11 +277,13 @@ def error_responses(*statuses: int) -> dict:
         413: "The body is over the size limit.",
         415: "The body is not sent as application/json.",
         422: "A field is missing, of the wrong type, or over a limit; `field` names it.",
-        429: "Too much analysis is under way; retry after the `Retry-After` seconds.",
-        503: "The models are not loaded, or the database cannot be reached.",
+        429: "Too many requests from this client (TEXTFLIX_RATE_LIMIT), or too much analysis under way; retry "
+        "after the `Retry-After` seconds.",
+        503: "The models are not loaded, the database cannot be reached, the analysis took longer than "
+        "TEXTFLIX_ANALYSIS_TIMEOUT_S, or the server is stopping.",
     }
     return {status: {"model": ErrorResponse, "description": descriptions[status]} for status in statuses}
 
 
 # What the guard (``app.guard``) answers on the POST routes before they run.
-GUARD_ERRORS = error_responses(400, 401, 403, 413, 415)
+GUARD_ERRORS = error_responses(400, 401, 403, 413, 415, 429)

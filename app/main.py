@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api.install(app)
     errors.install(app)
     app.add_middleware(ApiGuard, settings=settings)
+    app.add_middleware(errors.StoppedAnswered)  # outside the guard: a request cancelled while its body is read too
     app.add_middleware(ServerTiming)  # outside the guard, so it times the guard too
     app.add_middleware(SecurityHeaders)  # outermost: the guard's refusals carry the headers too
     return app

@@ -18,11 +18,11 @@ from app import queries
 from app.analysis import Analyzer
 from app.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
 from app.errors import AppError, route_path, wants_json
-from app.guard import token_problem
 from app.limits import MAX_ID, check_explanation_size, check_text, plausible_identifier
 from app.settings import Settings
 from app.templating import STATIC_DIR, templates
 from app.view import View
+from model.data import clean_text
 from model.names import MODELS
 
 
@@ -163,7 +163,7 @@ async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
 
 
 async def _submitted(request: Request) -> dict:
-    """The fields of the posted form or JSON object (the guard has checked its size and type)."""
+    """The fields of the posted form or JSON object (the guard has checked its size, its type and the token)."""
     if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
         return dict(await request.form())
     try:
@@ -171,19 +171,6 @@ async def _submitted(request: Request) -> dict:
     except (ValueError, RecursionError):
         raise AppError.one(400, "body", "The body is not valid JSON (or is nested too deeply).") from None
     return body if isinstance(body, dict) else {}
-
-
-def _check_token(request: Request, fields: dict, settings: Settings) -> None:
-    """With TEXTFLIX_API_TOKEN set, the Authorization header or the form's ``token`` field must carry it."""
-    if settings.api_token is None:
-        return
-    header = request.headers.get("authorization")
-    given = header or (f"Bearer {fields['token']}" if isinstance(fields.get("token"), str) else None)
-    if refused := token_problem(given, settings.api_token.get_secret_value().encode("utf-8")):
-        status, message = refused
-        if header is None:  # the form's field
-            message = "Fill in this server's API token." if status == 401 else "The API token is not valid."
-        raise AppError.one(status, "token" if header is None else "Authorization", message)
 
 
 async def _analysis(request: Request, analyzer: Analyzer, settings: Settings, data: dict) -> None:
@@ -195,9 +182,9 @@ async def _analysis(request: Request, analyzer: Analyzer, settings: Settings, da
     text = fields.get("text", "")
     if not isinstance(text, str):
         raise AppError.one(422, "text", "The text must be a string.")
+    text = clean_text(text)  # as the API's texts and the catalogue's reviews
     data["text"] = text.encode("utf-8", "replace").decode("utf-8")  # the form gives it back, printable
     require_models(analyzer)
-    _check_token(request, fields, settings)
     if not text.strip():
         raise AppError.one(422, "text", "Paste a review into the box first.", 1)
     check_text("text", text, settings)

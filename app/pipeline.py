@@ -31,7 +31,18 @@ import torch
 from sqlalchemy import select, text
 from sqlalchemy.engine import Connection, Engine, make_url
 
-from app.db import Review, Run, analyze, display_url, latest_run, make_engine, migrate, session_scope, sqlite_path
+from app.db import (
+    Review,
+    Run,
+    analyze,
+    display_url,
+    latest_run,
+    make_engine,
+    migrate,
+    session_scope,
+    sqlite_path,
+    this_process,
+)
 from app.settings import Settings
 from model import checkpoints
 from model.bert import resolve_device
@@ -198,9 +209,10 @@ class Pipeline:
             run.progress = {**(run.progress or {}), "done": done, "total": total, "unit": unit}
 
     def _set_progress(self, progress: dict | None) -> None:
-        """What the run record says the build is doing now (None: nothing)."""
+        """What the run record says the build is doing now (None: nothing), and which process is doing
+        it: a build killed mid-step cannot clear it, so /about checks that process (``process_gone``)."""
         with session_scope(self.engine) as session:
-            session.get(Run, self.run_id).progress = progress
+            session.get(Run, self.run_id).progress = {**progress, "builder": this_process()} if progress else None
 
     def update_run(self, **fields: dict) -> None:
         """Merge ``fields`` (counts=..., metrics=...) into the run record's JSON fields."""

@@ -18,7 +18,18 @@ from sqlalchemy import Select, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, aliased
 
 from app.catalogue_cache import kept
-from app.db import Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight, latest_run
+from app.db import (
+    Explanation,
+    Movie,
+    Prediction,
+    Review,
+    Run,
+    Sentence,
+    SentenceWeight,
+    WordWeight,
+    latest_run,
+    process_gone,
+)
 from app.view import View
 from model.config import DISTILL
 from model.curve import LEARNING_CURVE
@@ -803,12 +814,18 @@ def about(session: Session) -> dict:
 
 def build_progress(run: Run) -> str | None:
     """What the build is doing while it has not finished (say, in the background of ``textflix up``),
-    in a sentence; None once it has."""
+    in a sentence; None once it has. A build killed mid-step left its progress behind: once its
+    process is gone, the sentence says it stopped."""
     if run.status == "complete":
         return None
     progress = run.progress
     if not progress:
         return "The build has not finished: what it has not computed yet is missing from this page."
+    if process_gone(builder := progress.get("builder", {})):
+        return (
+            f"The build stopped before it had finished (its process, pid {builder['pid']}, has ended): what it had "
+            "not computed yet is missing from this page until `textflix build` or `textflix up` resumes it."
+        )
     doing = progress["doing"]
     if progress.get("total"):
         doing += f": {progress['done']:,} of {progress['total']:,} {progress['unit']}"

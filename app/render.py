@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
+from jinja2 import Undefined
 from markupsafe import Markup, escape
 
 from app.view import View
@@ -135,8 +136,10 @@ def word_highlight(text: str, words: list[dict], target: str | None = None) -> M
 # --- bars --------------------------------------------------------------------------------
 
 
-def number(value: int | None) -> str:
-    return "–" if value is None else f"{value:,}"
+def number(value: int | None | Undefined) -> str:
+    """``value`` with thousands separators; a dash for a figure not known: None, or missing from the run
+    record (its counts are empty while a new build's first step runs)."""
+    return "–" if value is None or isinstance(value, Undefined) else f"{value:,}"
 
 
 def model_bars(summary: dict, view: View, noun: str = "reviews") -> Markup:

@@ -6,13 +6,18 @@ that depend on the settings (text length, number of texts, page size) are checke
 routes and written into the OpenAPI schema at start-up (``app.api.document_limits``).
 """
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model
 
+from model.data import clean_text
 from model.names import MODELS, NEGATIVE, POSITIVE
 
 Label = Literal[POSITIVE, NEGATIVE]
+# A posted review, cleaned as the archive's are when they are read (``model.data.clean_text``): the C1
+# characters mapped through Windows-1252 (U+0096 is the dash meant), other control characters dropped,
+# ``<br />`` a line break, the ends trimmed.
+PostedText = Annotated[StrictStr, AfterValidator(clean_text)]
 
 
 class Strict(BaseModel):
@@ -45,16 +50,18 @@ class ErrorResponse(BaseModel):
 
 
 class PredictRequest(Strict):
-    texts: list[StrictStr] = Field(
-        description="Review texts, each non-blank (limits: TEXTFLIX_MAX_TEXTS, TEXTFLIX_MAX_TEXT_CHARS).",
+    texts: list[PostedText] = Field(
+        description="Review texts, each non-blank (limits: TEXTFLIX_MAX_TEXTS, TEXTFLIX_MAX_TEXT_CHARS), cleaned as "
+        "the catalogue's reviews are (control characters, `<br />`).",
         examples=[["A wonderful, moving film. The ending drags a little."]],
     )
     explain: StrictBool = Field(False, description="Also return sentence-level LIME weights (slower).")
 
 
 class ReviewRequest(Strict):
-    text: StrictStr = Field(
-        description="The review, non-blank (limit: TEXTFLIX_MAX_TEXT_CHARS).",
+    text: PostedText = Field(
+        description="The review, non-blank (limit: TEXTFLIX_MAX_TEXT_CHARS), cleaned as the catalogue's reviews "
+        "are (control characters, `<br />`).",
         examples=["A wonderful, moving film. The lighthouse scenes are beautifully shot. The ending drags."],
     )
     title_id: StrictStr | None = Field(
@@ -140,6 +147,12 @@ ModelExplanations = per_model("ModelExplanations", ExplanationInfo)
 
 
 class AnalysisResult(BaseModel):
+    text: str | None = Field(
+        None,
+        description="With `explain`: the text as analysed, cleaned as the catalogue's reviews are (Windows-1252 "
+        "characters sent as C1 controls mapped to the characters meant, other control characters dropped, `<br />` "
+        "a line break, the ends trimmed); the sentences' `start` and `end` are offsets into it.",
+    )
     predictions: Predictions
     sentences: list[AnalyzedSentence] | None = Field(None, description="With `explain`: the sentences, in order.")
     explanations: ModelExplanations | None = None

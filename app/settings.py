@@ -11,6 +11,7 @@ Adding a setting is adding a field to its group.
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
+from limits import parse_many
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -108,7 +109,11 @@ class Server(ConfigGroup):
         description="Server processes sharing the port; each loads its own copy of the models and has its own "
         "micro-batcher and TEXTFLIX_MAX_WORK_IN_FLIGHT.",
     )  # fmt: skip
-
+    shutdown_grace_s: float = Field(
+        8.0, ge=0,
+        description="Seconds a stopping server (SIGTERM, Ctrl-C) lets the requests under way finish, such as "
+        "explanations, before it stops them (503): under the 10 s that `docker stop` waits before it kills.",
+    )  # fmt: skip
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod
@@ -171,11 +176,35 @@ class ApiLimits(ConfigGroup):
         "a call cannot be interrupted, so this bounds how long a short request waits behind others; "
         "default 8 on CPU (one forward pass), 256 on CUDA.",
     )  # fmt: skip
+    rate_limit: str = Field(
+        "60/minute",
+        description="Requests that make the server work (POST under /api/ and to /analyze) one client address may "
+        "send, in the notation of the `limits` package: '60/minute', '5/second;300/hour'; beyond it, 429 with "
+        "Retry-After. Counted per server process. Empty: no limit.",
+    )
+    analysis_timeout_s: float = Field(
+        120.0, ge=0,
+        description="Seconds an analysis (POST /api/predict, /api/reviews, /analyze) may take; beyond them its work "
+        "is stopped and the answer is 503. 0: no limit.",
+    )  # fmt: skip
     allow_anonymous_writes: bool = Field(
         False,
         description="Store reviews posted without a token even when the server listens beyond this machine "
         "(without a token, only a loopback server stores them).",
     )
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_limit(cls, value: str) -> str:
+        value = value.strip()
+        if value:
+            try:
+                parse_many(value)
+            except ValueError:
+                raise ValueError(
+                    f"{value!r} is not a rate limit: write it as '60/minute', or several as '5/second;300/hour'"
+                ) from None
+        return value
 
     @field_validator("api_token", mode="before")
     @classmethod

@@ -89,6 +89,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
+            "TEXTFLIX_RATE_LIMIT": "",  # a benchmark's clients share one address: no per-client limit
             **os.environ,
             "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
             "HF_HUB_OFFLINE": "1",

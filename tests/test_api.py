@@ -45,10 +45,11 @@ LIME_SAMPLES = 16
 
 
 def api_settings(data_dir: Path, **changes) -> Settings:
-    # room for the 200 explained reviews of test_200_concurrent_posts_store_200_reviews at once
+    # room for the 200 explained reviews of test_200_concurrent_posts_store_200_reviews at once, from one
+    # client address (as the fuzzing's requests): no per-client rate limit
     values = dict(
         data_dir=data_dir, lime_samples=LIME_SAMPLES, api_token=None, batch_window_ms=5, device="cpu",
-        max_work_in_flight=16_384,
+        max_work_in_flight=16_384, rate_limit="",
     )  # fmt: skip
     return Settings(**{**values, **changes})
 

@@ -5,9 +5,11 @@ The first build is a real process, frozen with SIGSTOP once it runs its steps, s
 its locks for as long as the test needs, and later killed with SIGKILL, like a power cut.
 """
 
+import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,9 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from app.db import display_url
+from app.main import create_app
+from app.settings import Settings
 from tests.conftest import ROOT, empty_postgresql
 from tests.test_pipeline import SMALL, count
 
@@ -88,6 +93,39 @@ def test_a_second_build_on_the_same_data_directory_stops_at_once(tmp_path, real_
     with build_in_steps(build, tmp_path / "after-kill.log"):
         pass  # the killed build's locks went with it
     assert count(data_dir / "textflix.db", "SELECT COUNT(*) FROM runs") == 1  # it resumed the same run
+
+
+def progress(db: Path) -> dict | None:
+    """The progress in the run record of the build of ``db`` (which it has created by its first step)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        [written] = connection.execute("SELECT progress FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+    return json.loads(written) if written else None
+
+
+def test_about_says_a_killed_build_stopped_instead_of_showing_its_last_progress(tmp_path, real_subset_archive):
+    """A killed build cannot clear the progress it wrote in the run record; /about looks up its process."""
+    data_dir = tmp_path / "data"
+    db = data_dir / "textflix.db"
+    with build_in_steps(command("build", real_subset_archive, data_dir), tmp_path / "build.log") as build:
+        deadline = time.monotonic() + 120
+        while True:  # frozen in the middle of a step, its progress written
+            assert time.monotonic() < deadline, "the build wrote no progress"
+            if progress(db) is not None:
+                build.send_signal(signal.SIGSTOP)
+                if (written := progress(db)) is not None:
+                    break
+                build.send_signal(signal.SIGCONT)
+            time.sleep(0.05)
+        doing = written["doing"]
+        with TestClient(create_app(Settings(data_dir=data_dir, device="cpu"))) as client:
+            assert client.get("/about.json").json()["build_progress"].startswith(doing[0].upper() + doing[1:])
+            assert client.get("/about").status_code == 200
+            build.send_signal(signal.SIGKILL)
+            build.wait()
+            assert progress(db) == written  # left behind
+            line = client.get("/about.json").json()["build_progress"]
+            assert line.startswith(f"The build stopped before it had finished (its process, pid {build.pid}, has ended)")
+            assert doing not in client.get("/about").text
 
 
 def test_a_second_build_on_the_same_postgresql_database_stops_at_once(tmp_path, real_subset_archive):

@@ -6,10 +6,15 @@ the tests can make the server busy on purpose.
 """
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import math
 import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 import tracemalloc
 
@@ -31,9 +36,9 @@ from app.analysis import (
 from app.errors import ServerStopping
 from app.main import create_app
 from app.settings import Settings
-from tests.conftest import serve_in_thread
 from model.config import LimeConfig
 from model.names import MODELS
+from tests.conftest import ROOT, free_port, serve_in_thread
 from tests.web_fixtures import FakeAnalyzer, analyzer_app, cue_model, use_analyzer, web_database  # noqa: F401
 
 TITLE = "tt0100001"
@@ -146,6 +151,39 @@ def test_beyond_the_work_in_flight_a_request_gets_429_with_retry_after(web_datab
     assert analyzer.work.in_flight == 0
 
 
+def test_a_client_over_the_rate_limit_gets_429_with_retry_after(web_database):
+    """Over HTTP: the requests that make the server work are counted per client address; reads are not."""
+    app, _, models = analyzer_app(web_database, rate_limit="3/minute;2/second")
+    with serve_in_thread(app) as url, httpx.Client(base_url=url) as client:
+        assert [client.post("/api/predict", json={"texts": ["Good."]}).status_code for _ in range(2)] == [200, 200]
+        busy = client.post("/api/predict", json={"texts": ["Good."]})  # the third in a second
+        assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
+        time.sleep(1.05)
+        assert client.post("/api/reviews", json={"text": "Good."}).status_code == 200  # the third in the minute
+        calls = len(models["bert"].calls)
+        busy = client.post("/api/predict", json={"texts": ["Good."]})
+        assert busy.status_code == 429 and 50 <= int(busy.headers["retry-after"]) <= 60
+        [item] = busy.json()["detail"]
+        assert "3 per 1 minute" in item["message"] and "TEXTFLIX_RATE_LIMIT" in item["message"]
+        page = client.post("/analyze", data={"text": "Good."})
+        assert page.status_code == 429 and "<h1>Too many requests</h1>" in page.text and page.headers["retry-after"]
+        assert client.get("/api/movies").status_code == 200 and client.get("/analyze").status_code == 200
+        assert len(models["bert"].calls) == calls  # the refused requests did no work
+        with httpx.Client(base_url=url, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as other:
+            assert other.post("/api/predict", json={"texts": ["Good."]}).status_code == 200  # a client of its own
+    app, _, _ = analyzer_app(web_database, rate_limit="")
+    with TestClient(app) as client:
+        assert {client.post("/api/predict", json={"texts": ["Good."]}).status_code for _ in range(70)} == {200}
+
+
+def test_a_rate_limit_that_is_not_one_is_refused_saying_how_to_write_it(capsys):
+    from app.cli import main
+
+    assert main(["serve", "--rate-limit", "60 a minute"]) == 2
+    error = capsys.readouterr().err
+    assert "'60 a minute' is not a rate limit: write it as '60/minute', or several as '5/second;300/hour'" in error
+
+
 def test_a_request_larger_than_the_server_takes_is_refused_as_a_client_error(web_database):
     texts = [review(6), review(8)]
     cost = analysis_cost(texts, True, LimeConfig(lime_samples=16), [sentence_spans(t) for t in texts])
@@ -195,6 +233,77 @@ def test_work_for_a_client_that_left_is_cancelled(web_database):
     assert calls < 4 * 16
 
 
+def test_an_analysis_past_the_time_limit_is_stopped_with_a_503(web_database):
+    """Over HTTP: an explanation that would take seconds (0.1 s a model call) against a limit of 0.5 s."""
+    app, analyzer, models = analyzer_app(
+        web_database, seconds_per_call=0.1, call_weight=1, explain_workers=2, analysis_timeout_s=0.5
+    )  # fmt: skip
+    with serve_in_thread(app) as url:
+        started = time.monotonic()
+        response = httpx.post(f"{url}/api/predict", json={"texts": [review(8)] * 4, "explain": True}, timeout=30)
+        took = time.monotonic() - started
+        assert response.status_code == 503 and 0.5 <= took < 2.0
+        [item] = response.json()["detail"]
+        assert "limit of 0.5 s (TEXTFLIX_ANALYSIS_TIMEOUT_S)" in item["message"]
+        page = httpx.post(f"{url}/analyze", data={"text": review(20)}, timeout=30)
+        assert page.status_code == 503 and "TEXTFLIX_ANALYSIS_TIMEOUT_S" in page.text and "<textarea" in page.text
+        deadline = time.monotonic() + 5
+        while analyzer.work.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert analyzer.work.in_flight == 0  # its work was stopped, as for a client that left
+        calls = len(models["bert"].calls)
+        time.sleep(1.0)
+        assert len(models["bert"].calls) <= calls + 2
+        assert httpx.post(f"{url}/api/predict", json={"texts": ["Good."]}).status_code == 200  # a short one fits
+
+
+# --- a stopping server ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("grace", "status"), [(8, 200), (0.5, 503)], ids=["within-the-grace", "past-it"])
+def test_a_stopping_server_lets_the_requests_under_way_finish_for_its_grace(web_database, tmp_path, grace, status):
+    """A real ``textflix serve`` process (stand-in models, 0.1 s a call) gets SIGTERM while it explains:
+    the explanation (about 2 s) is answered within the grace, or past it with a 503 that says why."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [
+        sys.executable, "tests/stand_in_server.py", "serve", "--database", web_database, "--data-dir", str(tmp_path),
+        "--port", str(port), "--shutdown-grace-s", str(grace), "--explain-workers", "2", "--lime-samples", "16",
+    ]  # fmt: skip
+    with open(tmp_path / "serve.log", "wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+            try:
+                if httpx.get(f"{url}/api/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(httpx.post, f"{url}/api/predict", json={"texts": [review(8)] * 2, "explain": True}, timeout=60)
+            while not httpx.get(f"{url}/api/health").json()["work_in_flight"]:
+                time.sleep(0.02)
+            stopped = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            response = answer.result()
+        process.wait(grace + 10)
+        assert time.monotonic() - stopped < grace + 5
+    finally:
+        process.kill()
+        process.wait()
+    log = (tmp_path / "serve.log").read_text()
+    assert response.status_code == status, log
+    if status == 503:
+        assert response.json()["detail"][0]["message"] == "The server is stopping; retry in a moment."
+        assert response.headers["retry-after"] == "5" and "Traceback" not in log
+    else:
+        assert len(response.json()["results"]) == 2
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/api/health")  # gone
+
+
 # --- /analyze: only a POST works, through the same gate as the API ----------------------------
 
 
@@ -210,16 +319,65 @@ def test_analyze_runs_only_on_post_and_needs_the_token(gated):
     assert client.get("/analyze.json", params={"text": "A good film."}).json()["result"] is None
     response = client.post("/analyze", data={"text": "A good film."})
     assert response.status_code == 401 and "Fill in this server" in response.text
-    response = client.post("/analyze", data={"text": "A good film.", "token": "wrong"})
-    assert response.status_code == 403 and "A good film." in response.text  # the form, text kept
-    assert client.post("/analyze.json", json={"text": "Good."}, headers={"Authorization": "Bearer no"}).status_code == 403
+    response = client.post("/analyze", data={"token": "wrong", "text": "A good film."})
+    assert response.status_code == 403 and "The API token is not valid" in response.text
+    assert "A good film." not in response.text  # the text was not read: the browser keeps it in the form
+    # the form sends the token first; one that comes after the text is not looked for
     response = client.post("/analyze", data={"text": "A good film.", "token": "s3cret"})
+    assert response.status_code == 401
+    assert client.post("/analyze.json", json={"text": "Good."}, headers={"Authorization": "Bearer no"}).status_code == 403
+    assert client.post("/analyze.json", json={"token": "s3cret", "text": "Good."}).status_code == 401  # JSON: the header
+    assert models["bert"].calls == []  # nothing ran before the token was right
+    response = client.post("/analyze", data={"token": "s3cret", "text": "A good film."})
     assert response.status_code == 200 and 'class="model-col"' in response.text
-    assert 'name="token"' in response.text  # the form asks for the token
+    form = response.text.split('<form class="analyze-form"')[1]
+    assert form.index('name="token"') < form.index('name="text"')  # the form asks for the token, first
     response = client.post("/analyze.json", json={"text": "A good film."}, headers={"Authorization": "Bearer s3cret"})
     assert response.status_code == 200 and response.json()["result"]["predictions"]["bert"]["label"] == "positive"
-    assert models["bert"].calls  # and nothing ran before the token was right
     assert len(models["bert"].calls) <= 4
+
+
+def answer_to_a_body_never_sent(url: str, path: str, headers: dict[str, str], begins: bytes) -> tuple[int, bytes]:
+    """POST to ``path`` a request that announces a body of 1,000,000 bytes and sends only ``begins``,
+    over a socket of its own: the server's status and answer, or a failure if it waits for the rest."""
+    host, port = url.removeprefix("http://").split(":")
+    head = "".join(f"{name}: {value}\r\n" for name, value in {**headers, "Content-Length": "1000000"}.items())
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\n{head}\r\n".encode() + begins)
+        answer = b""
+        try:
+            while b"\r\n\r\n" not in answer or len(answer) < answer.index(b"\r\n\r\n") + 30:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        except TimeoutError:
+            pytest.fail(f"no answer to {path} in 10 s: the server waits for the body")
+    return int(answer.split(b" ", 2)[1]), answer
+
+
+def test_the_token_is_checked_before_the_body_is_read(web_database):
+    """Over HTTP: a request with a wrong or missing token is answered while its body is still on the way,
+    on the API (the Authorization header) and on the /analyze form (its first field, the token)."""
+    app, _, models = analyzer_app(web_database, api_token="s3cret")
+    json_body, form = {"Content-Type": "application/json"}, {"Content-Type": "application/x-www-form-urlencoded"}
+    with serve_in_thread(app) as url:
+        status, answer = answer_to_a_body_never_sent(url, "/api/predict", {**json_body, "Authorization": "Bearer no"}, b'{"texts": ["')
+        assert status == 403 and b"The bearer token is not valid" in answer
+        status, answer = answer_to_a_body_never_sent(url, "/api/reviews", json_body, b'{"text": "')
+        assert status == 401
+        status, answer = answer_to_a_body_never_sent(url, "/analyze", form, b"token=s3crex&text=A+good+fi")
+        assert status == 403 and b"The API token is not valid" in answer
+        status, answer = answer_to_a_body_never_sent(url, "/analyze", form, b"token=" + b"s3cret" * 5)  # longer, unfinished
+        assert status == 403
+        status, answer = answer_to_a_body_never_sent(url, "/analyze", form, b"text=A+good+fi")
+        assert status == 401 and b"Fill in this server&#39;s API token" in answer
+        status, answer = answer_to_a_body_never_sent(url, "/analyze.json", json_body, b'{"token": "s3cret", "text": "')
+        assert status == 401
+        assert models["bert"].calls == []
+        # the right token (percent-encoded, as a browser may): the server reads on, and analyses the whole text
+        response = httpx.post(f"{url}/analyze.json", content=b"token=s3cr%65t&text=A+good+film.", headers=form)
+        assert response.status_code == 200 and response.json()["result"]["predictions"]["bert"]["label"] == "positive"
 
 
 @pytest.mark.parametrize(
@@ -255,6 +413,31 @@ def test_analyze_answers_a_4xx_to_malformed_json(web_database):
         deep_api = b'{"texts": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
         response = client.post("/api/predict", content=deep_api, headers={"Content-Type": "application/json"})
         assert 400 <= response.status_code < 500
+
+
+# --- posted texts are cleaned as the catalogue's reviews are --------------------------------------
+
+# Windows-1252's dash and quotes sent as C1 characters (as the archive's texts hold them), a control
+# character, a line break tag and spaces around it all.
+POSTED = "  A disaster \x96 ten minutes of \x93charm\x94.\x07<br /><br />Then nothing\x85 \x00 "
+CLEANED = "A disaster \u2013 ten minutes of \u201ccharm\u201d.\n\nThen nothing\u2026"
+
+
+def test_posted_texts_are_cleaned_as_the_catalogues_reviews_are(web_database):
+    app, _, _ = analyzer_app(web_database, allow_anonymous_writes=True)
+    with TestClient(app) as client:
+        [result] = client.post("/api/predict", json={"texts": [POSTED], "explain": True}).json()["results"]
+        assert result["text"] == CLEANED
+        assert [result["text"][s["start"] : s["end"]] for s in result["sentences"]] == [s["text"] for s in result["sentences"]]
+        assert [s["text"] for s in result["sentences"]] == ["A disaster \u2013 ten minutes of \u201ccharm\u201d.", "Then nothing\u2026"]
+        assert "text" not in client.post("/api/predict", json={"texts": [POSTED]}).json()["results"][0]
+        stored = client.post("/api/reviews", json={"text": POSTED, "title_id": TITLE})
+        assert stored.status_code == 201 and stored.json()["text"] == CLEANED
+        assert client.get(stored.json()["api_url"]).json()["review"]["text"] == CLEANED
+        page = client.post("/analyze.json", data={"text": POSTED}).json()
+        assert page["text"] == CLEANED and page["result"]["sentences"][1]["text"] == "Then nothing\u2026"
+        blank = client.post("/api/predict", json={"texts": ["\x07\x00 <br />"]})
+        assert blank.status_code == 422 and "empty" in blank.json()["detail"][0]["message"]
 
 
 # --- client mistakes that used to be 500s --------------------------------------------------------
@@ -331,8 +514,8 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", 
 
 
 def reverse_proxy(upstream: str, pass_host: bool):
-    """A reverse proxy, as nginx is configured in deploy/nginx.conf: the client's Host passed on or
-    replaced by the upstream's, and the connecting address appended to X-Forwarded-For."""
+    """A reverse proxy: the client's Host passed on or replaced by the upstream's, and the connecting
+    address appended to X-Forwarded-For (nginx's $proxy_add_x_forwarded_for)."""
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
@@ -387,6 +570,22 @@ def test_anonymous_writes_come_only_from_this_machine_by_its_own_name(tmp_path, 
     else:  # no proxy is trusted: a request that passed one is not local, whatever it says
         assert from_here.status_code == 403 and "TEXTFLIX_TRUSTED_PROXIES" in message
         assert forged.status_code == 403
+
+
+@pytest.mark.parametrize("trusted", [False, True], ids=["no-trusted-proxy", "trusted-local-proxy"])
+def test_behind_a_trusted_proxy_each_client_has_a_rate_limit_of_its_own(web_database, trusted):
+    from app.cli import uvicorn_options
+
+    app, _, _ = analyzer_app(web_database, rate_limit="2/minute", trusted_proxies=["127.0.0.1"] if trusted else [])
+    with serve_in_thread(app, **uvicorn_options(app.state.settings)) as url, serve_in_thread(reverse_proxy(url, False)) as proxy:
+
+        def predict(client: str) -> int:
+            headers = {"X-Forwarded-For": client}
+            return httpx.post(f"{proxy}/api/predict", json={"texts": ["Good."]}, headers=headers, timeout=30).status_code
+
+        statuses = [predict("203.0.113.7"), predict("203.0.113.7"), predict("203.0.113.8"), predict("203.0.113.7")]
+    # trusted, the proxy's word on who sent it is taken; else every client is the proxy's one address
+    assert statuses == ([200, 200, 200, 429] if trusted else [200, 200, 429, 429])
 
 
 @pytest.mark.parametrize(
@@ -547,7 +746,7 @@ def test_no_generated_page_request_gets_a_server_error(web_database):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    app = create_app(Settings(database_url=web_database))
+    app = create_app(Settings(database_url=web_database, rate_limit=""))  # one client, hundreds of POSTs
     use_analyzer(app, FakeAnalyzer())
     odd_text = st.text(max_size=40) | st.sampled_from(["\x00", "\ud800", "../../etc/passwd", "%00", "tt0100001", "1e400"])
     number = st.integers(min_value=-(10**30), max_value=10**30).map(str) | odd_text
@@ -576,8 +775,9 @@ def test_no_generated_page_request_gets_a_server_error(web_database):
             url = path + ("?" + urlencode({k.encode("utf-8", "surrogatepass"): v.encode("utf-8", "surrogatepass") for k, v in query.items()}) if query else "")
             if post is None:
                 response = client.get(url)
-            elif post[0] == "form":
-                response = client.post("/analyze", data={"text": post[1].encode("utf-8", "surrogatepass")})
+            elif post[0] == "form":  # encoded here: httpx sends bytes in ``data`` as their repr, "b'...'"
+                form = urlencode({"text": post[1].encode("utf-8", "surrogatepass")}).encode()
+                response = client.post("/analyze", content=form, headers={"Content-Type": "application/x-www-form-urlencoded"})
             else:
                 payload = json.dumps(post[1]).encode()
                 response = client.post("/analyze.json", content=payload, headers={"Content-Type": "application/json"})

@@ -5,14 +5,21 @@ never from the code under test.
 """
 
 import logging
+import os
 import re
+import socket
+import subprocess
+import sys
+import time
 from statistics import fmean, stdev
 
+import psutil
 import pytest
 from fastapi.testclient import TestClient
 from markupsafe import escape
 from sqlalchemy import create_engine, text
 
+from app.db import this_process
 from app.main import create_app
 from app.render import cut, highlight, word_highlight
 from app.settings import Settings
@@ -529,6 +536,40 @@ def test_about_says_how_far_a_build_still_running_has_come(tmp_path, web_client)
     assert f'<p class="note build-progress" role="status">{line}</p>' in page
     assert data["build_progress"] == line
     assert "build-progress" not in web_client.get("/about").text  # a finished build
+
+
+def test_about_shows_a_dash_for_what_a_new_build_has_not_counted_yet(tmp_path):
+    page, _ = about_with_run(tmp_path, {**RUN, "status": "running", "counts": {}, "steps": {}, "metrics": {}})
+    assert "<dt>Catalogue</dt><dd>– test-split reviews of – titles" in page  # was a 500 during the data step
+
+
+def test_about_does_not_show_the_progress_of_a_build_whose_process_has_ended(tmp_path):
+    progress = {"step": "curve", "doing": "the learning curve is being computed", "done": 4, "total": 27, "unit": "models"}
+    live = {**progress, "builder": this_process()}  # this test's process: running
+    _, data = about_with_run(tmp_path / "live", {**RUN, "status": "running", "progress": live})
+    assert data["build_progress"].startswith("The learning curve is being computed: 4 of 27 models.")
+    stopped = "The build stopped before it had finished (its process, pid {}, has ended)"
+    for reaped in (True, False):  # gone, or a zombie that its parent has not waited for
+        process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        builder = {"host": socket.gethostname(), "pid": process.pid, "started": psutil.Process(process.pid).create_time()}
+        process.kill()
+        if reaped:
+            process.wait()
+        else:
+            while psutil.Process(process.pid).status() != psutil.STATUS_ZOMBIE:
+                time.sleep(0.01)
+        page, data = about_with_run(tmp_path / f"reaped-{reaped}", {**RUN, "status": "running", "progress": {**progress, "builder": builder}})
+        assert data["build_progress"].startswith(stopped.format(process.pid)) and "`textflix build`" in data["build_progress"]
+        assert "being computed" not in page
+        process.wait()
+    # the same pid taken by another process since: not the builder
+    builder = {**this_process(), "started": this_process()["started"] - 1}
+    _, data = about_with_run(tmp_path / "reused", {**RUN, "status": "running", "progress": {**progress, "builder": builder}})
+    assert data["build_progress"].startswith(stopped.format(os.getpid()))
+    # a build on another machine (say, another container on the same database) cannot be checked: shown as it says
+    elsewhere = {**progress, "builder": {"host": "another-machine", "pid": 1, "started": 0.0}}
+    _, data = about_with_run(tmp_path / "elsewhere", {**RUN, "status": "running", "progress": elsewhere})
+    assert data["build_progress"].startswith("The learning curve is being computed")
 
 
 def test_about_still_draws_a_curve_recorded_before_seeds(tmp_path):
