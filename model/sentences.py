@@ -208,13 +208,14 @@ def _split_plainly(text: str, start: int) -> list[Span]:
 
 
 def sentence_runs(count: int, runs: int, rng: random.Random, longest: int = 3) -> list[tuple[int, int]]:
-    """``runs`` ranges (start, stop) of 1 to ``longest`` consecutive sentences of a text of
-    ``count`` sentences, at random places, each shorter than the text; none when it has fewer than two."""
-    if count < 2:
-        return []
-    chosen = []
-    for _ in range(runs):
-        length = rng.randint(1, min(longest, count - 1))
+    """``runs`` distinct ranges (start, stop) of 1 to ``longest`` consecutive sentences of a text
+    of ``count`` sentences, at random places, each shorter than the text (fewer when the text has
+    fewer such ranges; none when it has under two sentences)."""
+    longest = min(longest, count - 1)
+    possible = sum(count - length + 1 for length in range(1, longest + 1))
+    chosen: dict[tuple[int, int], None] = {}
+    while len(chosen) < min(runs, possible):
+        length = rng.randint(1, longest)
         start = rng.randint(0, count - length)
-        chosen.append((start, start + length))
-    return chosen
+        chosen[start, start + length] = None
+    return list(chosen)

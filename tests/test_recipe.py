@@ -73,7 +73,7 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     # a student that reads sentence by sentence, taught by a teacher that reads whole texts: each
     # unlabeled review, and a run of sentences cut from it
     command = [sys.executable, "-m", "app.cli", "build", "--imdb", str(archive), "--data-dir", str(data), *ARGS,
-               "--pooling", "sentences", "--teacher-cuts", "1"]  # fmt: skip
+               "--pooling", "sentences", "--teacher-cuts", "2"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -97,7 +97,7 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     assert "Step teacher: already done" in result.stderr  # not trained again
     labelled = set(rows(db, "SELECT * FROM pseudo_labels"))
     reviews = {key: text for key, text, _ in labelled if "#" not in key}
-    cuts = sum(len(split_sentences(text)) >= 2 for text in reviews.values())  # one run of each such review
+    cuts = 2 * sum(len(split_sentences(text)) >= 2 for text in reviews.values())  # two distinct runs of each
     assert (
         f"Pseudo-labels: {UNLABELED + cuts - len(labelled_first)} texts to label (unlabeled reviews and {cuts} runs "
         f"of their sentences), {len(labelled_first)} already done." in result.stderr

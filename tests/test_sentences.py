@@ -130,12 +130,13 @@ def test_the_longest_real_reviews_fit_syntoks_budget(real_reviews):
             list(_syntok_sentences(paragraph, budget))  # raises OverBudget if it does not fit
 
 
-def test_sentence_runs_are_short_runs_inside_the_text():
-    runs = [run for count in range(2, 9) for run in sentence_runs(count, 50, random.Random(count))]
-    assert len(runs) == 7 * 50
-    for count in range(2, 9):
-        for start, stop in sentence_runs(count, 50, random.Random(count)):
-            assert 0 <= start < stop <= count and 1 <= stop - start <= min(3, count - 1)
-    assert {stop - start for start, stop in runs} == {1, 2, 3}
+def test_sentence_runs_are_distinct_short_runs_inside_the_text():
+    runs = {count: sentence_runs(count, 50, random.Random(count)) for count in range(2, 9)}
+    assert [len(runs[count]) for count in range(2, 9)] == [2, 5, 9, 12, 15, 18, 21]  # every run there is, once
+    for count, chosen in runs.items():
+        assert len(set(chosen)) == len(chosen)
+        assert all(0 <= start < stop <= count and 1 <= stop - start <= min(3, count - 1) for start, stop in chosen)
+    assert {stop - start for start, stop in runs[8]} == {1, 2, 3}
+    assert len(sentence_runs(20, 2, random.Random(0))) == 2
     assert sentence_runs(1, 5, random.Random(0)) == sentence_runs(0, 5, random.Random(0)) == []
     assert sentence_runs(6, 4, random.Random(7)) == sentence_runs(6, 4, random.Random(7))
