@@ -90,14 +90,15 @@ def analysis_cost(
     """Model passes an analysis is expected to need per model, a pass being a full-length text
     (``FULL_TEXT_CHARS`` characters; each text counts ``TEXT_OVERHEAD_CHARS`` more): each text
     once and, for each explained text, the distinct texts its explanation scores
-    (``model.explain.expected_work``). That depends on the sentences of each text (known
-    once they are split): without ``sentences``, each text counts as one sentence, the
-    least its explanation can cost."""
+    (``model.explain.expected_work``), which depend on its sentences: with ``explain``,
+    ``sentences`` holds the spans of each text."""
     from model.explain import expected_work
 
     count, chars = float(len(texts)), float(sum(map(len, texts)))
     if explain:
-        for text, spans in zip(texts, sentences or [[Span(0, len(text), text)] for text in texts]):
+        if sentences is None:
+            raise ValueError("the cost of an explanation depends on the sentences of its texts: pass them")
+        for text, spans in zip(texts, sentences, strict=True):
             more_texts, more_chars = expected_work(text, spans, lime)
             count, chars = count + more_texts, chars + more_chars
     return math.ceil((chars + TEXT_OVERHEAD_CHARS * count) / FULL_TEXT_CHARS)

@@ -195,6 +195,21 @@ def test_a_request_larger_than_the_server_takes_is_refused_as_a_client_error(web
         assert f"takes {cost:,} model passes" in item["message"] and "TEXTFLIX_MAX_WORK_IN_FLIGHT" in item["message"]
         assert client.post("/api/predict", json={"texts": texts[:1], "explain": True}).status_code == 200
     assert analyzer.work.in_flight == 0
+    # A long text over a small limit: every route that explains says the same, once the text is
+    # split (a check before splitting, taking the text for one sentence, could only guess low).
+    text = review(100)
+    cost = analysis_cost([text], True, LimeConfig(lime_samples=16), [sentence_spans(text)])
+    app, analyzer, models = analyzer_app(web_database, max_work_in_flight=4)  # the text alone takes 3
+    said = f"(2,289 characters, 100 sentences) takes {cost:,} model passes of 1,000 characters; the server takes at most 4"
+    with TestClient(app) as client:
+        for path, body in (("/api/predict", {"texts": [text], "explain": True}), ("/api/reviews", {"text": text})):
+            response = client.post(path, json=body)
+            [item] = response.json()["detail"]
+            assert response.status_code == 422 and item["limit"] == 4 and said in item["message"], path
+        page = client.post("/analyze", data={"text": text})
+        assert page.status_code == 422 and said in page.text and text in page.text  # the form gives the text back
+        assert client.post("/api/predict", json={"texts": [text]}).status_code == 200  # not explained: it fits
+    assert analyzer.work.in_flight == 0
 
 
 def test_a_short_prediction_overtakes_queued_explanations():
