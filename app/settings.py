@@ -172,9 +172,9 @@ class ApiLimits(ConfigGroup):
     )  # fmt: skip
     batch_max_weight: float | None = Field(
         None, ge=1,
-        description="Most full-length texts (about 1,000 characters; shorter ones count for less) in one model call: "
-        "a call cannot be interrupted, so this bounds how long a short request waits behind others; "
-        "default 8 on CPU (one forward pass), 256 on CUDA.",
+        description="Most full-length texts (about 1,000 characters; shorter ones count for less, a request's longer "
+        "ones for the 2 windows a sentence model reads of them) in one model call: a call cannot be interrupted, so "
+        "this bounds how long a short request waits behind others; default 8 on CPU (one forward pass), 256 on CUDA.",
     )  # fmt: skip
     rate_limit: str = Field(
         "60/minute",

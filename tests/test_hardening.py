@@ -250,6 +250,32 @@ def test_a_short_prediction_overtakes_queued_explanations():
     assert order.index("urgent") == 1  # right after the one model call that was already running
 
 
+def test_a_request_s_long_texts_fill_a_model_call_by_what_the_model_reads_of_them():
+    """A request's text longer than BERT's window counts for the windows a sentence model reads of
+    it (SENTENCE_WINDOWS: 2), so a call of them stays one forward pass and a short prediction
+    arriving meanwhile waits for 4 such texts, not 8; LIME's texts, made of one text's sentences
+    that a model call reads once, still go 8 to a call."""
+    calls = []
+
+    def model(texts):
+        time.sleep(0.02)
+        calls.append(len(texts))
+        return np.full((len(texts), 2), 0.5)
+
+    async def main():
+        batcher = MicroBatcher("toy", model, 0.005, 512, call_weight=8)
+        long = [str(i) + "x" * 19_999 for i in range(8)]
+        plain = asyncio.ensure_future(batcher(long, URGENT))
+        await asyncio.sleep(0.01)  # the first 4 are with the model
+        await batcher(["short"], URGENT)
+        await plain
+        await batcher(long[::-1], BACKGROUND)
+        await batcher.stop()
+
+    asyncio.run(main())
+    assert calls == [4, 1, 4, 8]
+
+
 def test_work_for_a_client_that_left_is_cancelled(web_database):
     app, analyzer, models = analyzer_app(web_database, seconds_per_call=0.1, call_weight=1, explain_workers=2)
     with serve_in_thread(app) as url:
