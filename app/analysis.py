@@ -46,7 +46,7 @@ import numpy as np
 
 from app.errors import ServerBusy, ServerStopping
 from app.settings import Settings
-from model.config import LimeConfig
+from model.config import SENTENCE_WINDOWS, LimeConfig
 from model.names import DISPLAY_NAMES, MODELS, label_of
 from model.quality import assessment
 from model.sentences import Span, split_sentences
@@ -58,6 +58,10 @@ FULL_TEXT_CHARS = 1000  # about the characters that fill BERT's window of 256 to
 TEXT_OVERHEAD_CHARS = 10  # what a text costs a model call besides its characters (``text_weight``'s least)
 # Full-length texts per model call by default: one forward pass on CPU (2048 tokens), a large batch on CUDA.
 CALL_WEIGHT = {"cpu": 8, "cuda": 256}
+# What a text longer than BERT's window counts for at most: a request's text, the windows a sentence
+# model reads of a text; LIME's, one, for they are made of one text's sentences, and a model call
+# reads a sentence that several of its texts share once.
+LONGEST_WEIGHT = {URGENT: SENTENCE_WINDOWS, BACKGROUND: 1.0}
 
 
 def sentence_spans(text: str) -> list[Span]:
@@ -79,9 +83,10 @@ def finite_or_none(value):
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def text_weight(text: str) -> float:
-    """How much of a model call a text takes: 1 when it fills BERT's window, less when shorter."""
-    return max(0.01, min(1.0, len(text) / FULL_TEXT_CHARS))
+def text_weight(text: str, most: float) -> float:
+    """How much of a model call a text takes: 1 when it fills BERT's window, less when shorter, and
+    up to ``most`` when longer."""
+    return max(0.01, min(most, len(text) / FULL_TEXT_CHARS))
 
 
 def analysis_cost(
@@ -90,14 +95,15 @@ def analysis_cost(
     """Model passes an analysis is expected to need per model, a pass being a full-length text
     (``FULL_TEXT_CHARS`` characters; each text counts ``TEXT_OVERHEAD_CHARS`` more): each text
     once and, for each explained text, the distinct texts its explanation scores
-    (``model.explain.expected_work``). That depends on the sentences of each text (known
-    once they are split): without ``sentences``, each text counts as one sentence, the
-    least its explanation can cost."""
+    (``model.explain.expected_work``), which depend on its sentences: with ``explain``,
+    ``sentences`` holds the spans of each text."""
     from model.explain import expected_work
 
     count, chars = float(len(texts)), float(sum(map(len, texts)))
     if explain:
-        for text, spans in zip(texts, sentences or [[Span(0, len(text), text)] for text in texts]):
+        if sentences is None:
+            raise ValueError("the cost of an explanation depends on the sentences of its texts: pass them")
+        for text, spans in zip(texts, sentences, strict=True):
             more_texts, more_chars = expected_work(text, spans, lime)
             count, chars = count + more_texts, chars + more_chars
     return math.ceil((chars + TEXT_OVERHEAD_CHARS * count) / FULL_TEXT_CHARS)
@@ -161,14 +167,14 @@ class MicroBatcher:
 
     ``await batcher(texts, priority)`` returns the model's class probabilities, one row
     per text. A call is cut into pieces of at most ``call_weight`` full-length texts
-    (``text_weight``: shorter texts count for less), and a model call takes at most that
-    much too, so that it stays short: it cannot be interrupted, and a newly arrived call
-    waits for at most the one that is running. Waiting pieces go most urgent first
-    (a request's own texts before LIME's), then smallest first, then oldest. A batch of
-    URGENT pieces waits up to ``window_s`` seconds (0: batching off, one piece per model
-    call) for company, only while calls overlap (the last batch had several, or more are
-    queued), so a lone request at low load pays no delay, and no longer than it takes to
-    fill a model call. Texts are deduplicated within a batch; cancelled calls are dropped.
+    (``text_weight``: shorter texts count for less, longer ones up to ``LONGEST_WEIGHT``),
+    and a model call takes at most that much too, so that it stays short: it cannot be
+    interrupted, and a newly arrived call waits for at most the one that is running. Waiting
+    pieces go most urgent first (a request's own texts before LIME's), then smallest first,
+    then oldest. A batch of URGENT pieces waits up to ``window_s`` seconds (0: batching off,
+    one piece per model call) for company, only while calls overlap (the last batch had
+    several, or more are queued), so a lone request at low load pays no delay, and no longer
+    than it takes to fill a model call. Texts are deduplicated within a batch; cancelled calls are dropped.
     """
 
     def __init__(self, name: str, predict: ProbaFn, window_s: float, max_texts: int, call_weight: float = 8):
@@ -205,17 +211,17 @@ class MicroBatcher:
             return np.empty((0, 2), dtype=np.float32)
         self._ensure_started()
         futures = []
-        for piece, weight in self._pieces(texts):
+        for piece, weight in self._pieces(texts, LONGEST_WEIGHT[priority]):
             futures.append(self._loop.create_future())
             heapq.heappush(self._waiting, (priority, weight, next(self._arrival), piece, futures[-1]))
         self._arrived.set()
         return np.concatenate(await asyncio.gather(*futures))
 
-    def _pieces(self, texts: list[str]) -> list[tuple[list[str], float]]:
-        """``texts`` cut into pieces of at most ``call_weight``, with their weights."""
+    def _pieces(self, texts: list[str], longest: float) -> list[tuple[list[str], float]]:
+        """``texts`` cut into pieces of at most ``call_weight``, with their weights (a text's at most ``longest``)."""
         pieces: list[tuple[list[str], float]] = [([], 0.0)]
         for text in texts:
-            weight = text_weight(text)
+            weight = text_weight(text, longest)
             piece, total = pieces[-1]
             if piece and (total + weight > self.call_weight or len(piece) == self.max_texts):
                 pieces.append(([], 0.0))

@@ -8,8 +8,6 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from app.analysis import analysis_cost
-from model.config import LimeConfig
 from app.errors import AppError, problem
 from app.settings import Settings
 
@@ -48,12 +46,10 @@ def check_texts(texts: list[str], settings: Settings) -> None:
 
 
 def check_explanation_size(field: str, texts: list[str], settings: Settings) -> None:
-    """The explanation work one request may ask for: characters to explain, and model passes.
-
-    LIME scores every explained text ``lime_samples`` times, so its cost grows with the
-    characters (the models read them all). The sentences to explain (LIME's features)
-    are counted once the analysis is admitted (``ExplanationTooLarge``): splitting costs
-    time, which a refused request should not get."""
+    """The characters one request may ask to have explained (the models read them all, in every
+    text LIME scores). Its sentences, and the model passes its explanation takes, are counted
+    once the analysis is admitted (``ExplanationTooLarge``, a 422 too): splitting costs time,
+    which a request refused here does not get."""
     amount, limit = sum(map(len, texts)), settings.max_explain_chars
     if amount > limit:
         raise AppError.one(
@@ -61,14 +57,6 @@ def check_explanation_size(field: str, texts: list[str], settings: Settings) -> 
             f"Explaining this means explaining {amount:,} characters; one request may ask for at most {limit:,} "
             "(TEXTFLIX_MAX_EXPLAIN_CHARS). Send fewer or shorter texts, or leave out the explanations.",
             limit,
-        )  # fmt: skip
-    cost, capacity = analysis_cost(texts, True, settings.group(LimeConfig)), settings.max_work_in_flight
-    if cost > capacity:
-        raise AppError.one(
-            422, field,
-            f"Explaining {len(texts):,} texts takes {cost:,} model passes; the server takes at most {capacity:,} "
-            "at once (TEXTFLIX_MAX_WORK_IN_FLIGHT). Send fewer texts.",
-            capacity,
         )  # fmt: skip
 
 

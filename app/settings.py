@@ -166,15 +166,15 @@ class ApiLimits(ConfigGroup):
         100_000, ge=1, description="Most characters one request may ask to explain, summed over its texts."
     )
     max_work_in_flight: int = Field(
-        8192, ge=1,
+        10_240, ge=1,
         description="Model passes (of 1,000 characters: the texts, and the texts LIME scores to explain them) each "
         "server process works on at once; a request beyond them gets 429 with Retry-After.",
     )  # fmt: skip
     batch_max_weight: float | None = Field(
         None, ge=1,
-        description="Most full-length texts (about 1,000 characters; shorter ones count for less) in one model call: "
-        "a call cannot be interrupted, so this bounds how long a short request waits behind others; "
-        "default 8 on CPU (one forward pass), 256 on CUDA.",
+        description="Most full-length texts (about 1,000 characters; shorter ones count for less, a request's longer "
+        "ones for the 2 windows a sentence model reads of them) in one model call: a call cannot be interrupted, so "
+        "this bounds how long a short request waits behind others; default 8 on CPU (one forward pass), 256 on CUDA.",
     )  # fmt: skip
     rate_limit: str = Field(
         "60/minute",

@@ -1,7 +1,8 @@
-// Textflix works without this script; it only smooths the switches.
+// Textflix works without this script; it only smooths the switches and keeps a review being analysed.
 (function () {
   "use strict";
   var KEY = "textflix-scroll";
+  var TEXT_KEY = "textflix-analyze-text";
 
   // Links styled as switches answer the space bar, as a switch does.
   document.addEventListener("keydown", function (event) {
@@ -21,6 +22,25 @@
       } catch (e) { /* storage may be off */ }
     }
   });
+
+  // The /analyze form: the review posted is kept in this tab until an analysis of it comes back,
+  // so a refused post loses nothing (with a wrong token the server answers before it reads the text).
+  var form = document.querySelector("form.analyze-form");
+  var box = form && form.querySelector("textarea[name=text]");
+  if (box) {
+    try {
+      if (document.querySelector(".result")) {
+        sessionStorage.removeItem(TEXT_KEY); // analysed: the page holds the text
+      } else if (!box.value) {
+        box.value = sessionStorage.getItem(TEXT_KEY) || "";
+      }
+    } catch (e) { /* storage may be off */ }
+    form.addEventListener("submit", function () {
+      try {
+        sessionStorage.setItem(TEXT_KEY, box.value);
+      } catch (e) { /* storage may be off, or full */ }
+    });
+  }
 
   try {
     var saved = JSON.parse(sessionStorage.getItem(KEY) || "null");

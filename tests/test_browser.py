@@ -284,6 +284,41 @@ def test_review_disagreements_about_and_analyze(page, web_facts):
 
 
 @pytest.fixture(scope="module")
+def token_server(web_database):
+    """The app with an API token (the /analyze form asks for it) and the stand-in analyzer."""
+    app = create_app(Settings(database_url=web_database, api_token="the-token"))
+    use_analyzer(app, FakeAnalyzer())
+    with serve_in_thread(app) as url:
+        yield url
+
+
+def test_a_review_refused_for_its_token_is_kept_for_the_form(browser, token_server):
+    """With a wrong token the server answers before it reads the review, so it cannot give it back:
+    the tab keeps it (static/textflix.js) and the form, loaded again, has it, until it is analysed."""
+    context, page = _page(browser, token_server, DESKTOP)
+    review = "A great cast and a great score.\nBut the plot is boring. Not bad overall."
+    try:
+        page.goto("/analyze")
+        page.fill("#api-token", "not-the-token")
+        page.fill("textarea", review)
+        page.click("button[type=submit]")
+        page.wait_for_selector("h1:has-text('Not allowed')")
+        assert "The API token is not valid." in page.locator("main").inner_text()
+        page.goto("/analyze?text=From+a+link.")  # a form a link fills in keeps what the link says
+        assert page.locator("textarea").input_value() == "From a link."
+        page.get_by_role("link", name="Try it").click()  # a new GET of the form, not a step back in history
+        page.wait_for_url("**/analyze")
+        assert page.locator("textarea").input_value() == review
+        page.fill("#api-token", "the-token")
+        page.click("button[type=submit]")
+        page.wait_for_selector(".result")
+        page.goto("/analyze")
+        assert page.locator("textarea").input_value() == ""  # analysed: no longer kept
+    finally:
+        _check_and_close(context, page, token_server)
+
+
+@pytest.fixture(scope="module")
 def distill_server(tmp_path_factory):
     """The app on a database whose run record is a distill build's."""
     url = build_web_database(tmp_path_factory.mktemp("distill") / "textflix.db", DISTILL_RUN)
