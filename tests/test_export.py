@@ -24,10 +24,11 @@ from sqlalchemy import event, insert
 
 from app.cli import main
 from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, make_engine, migrate, session_scope
-from app.export import FORMULA_STARTS, csv_columns, export_rows
+from app.export import FORMULA_STARTS, csv_columns, export_rows, spreadsheet_safe
 from app.main import create_app
 from app.schemas import ExportRow
 from app.settings import Settings
+from model.data import clean_text
 from model.quality import QUALITY_FIELDS
 from tests.conftest import ROOT, serve_in_thread
 from tests.web_fixtures import CATALOGUE, analyzer_app, build_web_database, explanation_figures
@@ -184,7 +185,8 @@ FORMULAS = [
 
 def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(tmp_path):
     """Reviews posted through the API that begin like a formula come out of the CSV with a leading
-    quote (OWASP's rule); the same texts stay as they were in JSON Lines."""
+    quote (OWASP's rule); the same texts stay as they were stored in JSON Lines (cleaned as any
+    posted text is: a leading tab or carriage return goes with the text's outer whitespace)."""
     url = build_web_database(tmp_path / "textflix.db")
     app, _, _ = analyzer_app(url, api_token=TOKEN)
     with TestClient(app) as client:
@@ -196,11 +198,15 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(tmp_path):
     with export_file(url, tmp_path, "--format", "csv").open(newline="", encoding="utf-8") as file:
         lines = list(csv.DictReader(file))
     texts = [line["text"] for line in lines if line["source"] == "user"]
-    assert texts[-len(FORMULAS) - 1 :] == [*("'" + text for text in FORMULAS), "A good film. -3 for the ending."]
+    stored = [clean_text(text) for text in FORMULAS]
+    assert stored[-2:] == ["=1+1", "=1+1"]
+    assert texts[-len(FORMULAS) - 1 :] == [*("'" + text for text in stored), "A good film. -3 for the ending."]
+    for text in ("\t=1+1", "\r=1+1"):  # as texts stored before posted texts were cleaned
+        assert spreadsheet_safe(text) == "'" + text
     cells = [cell for line in lines for cell in line.values()]
     assert not [cell for cell in cells if cell[:1] in FORMULA_STARTS]
     rows = read_jsonl(export_file(url, tmp_path))
-    assert [row["text"] for row in rows if row["source"] == "user"][-len(FORMULAS) - 1 : -1] == FORMULAS
+    assert [row["text"] for row in rows if row["source"] == "user"][-len(FORMULAS) - 1 : -1] == stored
 
 
 # --- errors ------------------------------------------------------------------------------------
