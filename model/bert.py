@@ -201,7 +201,7 @@ class FrozenBottom:
             parameter.requires_grad = False
 
     @torch.no_grad()
-    def states(self, classifier: "BertClassifier", ids: list[list[int]]) -> list[torch.Tensor]:
+    def states(self, classifier: "BertClassifier", ids: list[list[int]], progress: bool = False) -> list[torch.Tensor]:
         """Each unit's hidden states after the frozen layers, its own length (no padding)."""
         if classifier.tokenizer.padding_side != "right":
             raise ValueError("frozen layers need a tokenizer that pads on the right.")
@@ -210,8 +210,8 @@ class FrozenBottom:
         self.base.eval()
         self.base.encoder.layer = self.all_layers[: self.layers]
         try:
-            for batch in tqdm(list(classifier._batches(ids, classifier.max_tokens)), desc="Frozen layers", unit="batch",
-                              disable=not log.isEnabledFor(logging.INFO), leave=False):  # fmt: skip
+            batches = list(classifier._batches(ids, classifier.max_tokens))
+            for batch in tqdm(batches, desc="Frozen layers", unit="batch", disable=not progress, leave=False):
                 inputs = classifier.encoder.pad([ids[i] for i in batch], classifier.device)
                 with autocast(classifier.device):
                     hidden = self.base(**inputs).last_hidden_state.float()
@@ -367,7 +367,7 @@ class BertClassifier:
         targets = torch.stack([1 - p, p], dim=1)  # columns in LABELS order
 
         frozen = FrozenBottom(model, config.frozen_layers) if config.frozen_layers else None
-        states = frozen.states(classifier, ids) if frozen else None
+        states = frozen.states(classifier, ids, progress) if frozen else None
 
         groups = _layer_groups(model)[frozen.layers + 1 :] if frozen else _layer_groups(model)
         total = math.ceil(len(members) / config.batch_size) * config.epochs
