@@ -425,12 +425,15 @@ class BertClassifier:
     def raw_scores(self, texts: list[str], max_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The scores of ``logits`` before the offset, and how many times the offset is added to
         each text: once per sentence a sentence model reads of it (none for an empty text), so
-        the offset is a change of each sentence's bias and the sentence weights stay exact; once
-        per text for a whole-text model, or with ``offset_per`` "text"."""
+        the offset is a change of each sentence's bias and the sentence weights stay exact, and
+        scaled as the sentences' scores are (``length_scale``); once per text for a whole-text
+        model, or with ``offset_per`` "text"."""
         ids, members = self.read_units(texts)
         scores = self.text_logits(ids, members, 1 if self.int8 else max_tokens or self.max_tokens)
         if self.per_sentence and self.offset_per == PER_SENTENCE:
-            units = np.array([len(own) for own in members], dtype=float)
+            # each sentence's bias is scaled with its score (``length_scale``)
+            counts = np.array([len(own) for own in members], dtype=float)
+            units = counts * self.length_scale(counts)
         else:
             units = np.ones(len(texts))
         return scores.cpu().numpy(), units
@@ -457,7 +460,7 @@ class BertClassifier:
     ) -> torch.Tensor:
         """Scores (negative, positive) of the texts made of ``members`` of ``ids``. A whole text's
         are the model's; a text read in sentences has the log-odds of "positive" its sentences'
-        scores add up to (an empty one: 0, even odds). With ``states`` (``FrozenBottom``), the
+        scores add up to (an empty one: 0, even odds), times ``length_scale``. With ``states`` (``FrozenBottom``), the
         model reads each unit's frozen states instead of its ids."""
         wanted = list(dict.fromkeys(i for own in members for i in own))
         local = {unit: i for i, unit in enumerate(wanted)}
@@ -474,7 +477,15 @@ class BertClassifier:
         owner = torch.tensor([t for t, own in enumerate(members) for _ in own], dtype=torch.long, device=self.device)
         rows = torch.tensor([local[i] for own in members for i in own], dtype=torch.long, device=self.device)
         log_odds = torch.zeros(len(members), device=self.device).index_add(0, owner, scores[rows, 0])
+        if self.config.length_exponent:
+            counts = torch.tensor([len(own) for own in members], dtype=torch.float32, device=self.device)
+            log_odds = log_odds * self.length_scale(counts)
         return torch.stack([torch.zeros_like(log_odds), log_odds], dim=1)
+
+    def length_scale(self, counts):
+        """What the summed scores of texts of ``counts`` sentences are multiplied by: n ** ``length_exponent``
+        (an empty text's, whose sum is 0: 1). Works on arrays and tensors alike."""
+        return counts.clip(1) ** self.config.length_exponent
 
     @staticmethod
     def _batches(ids: list[list[int]], max_tokens: int | None) -> Iterator[list[int]]:

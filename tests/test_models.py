@@ -154,6 +154,29 @@ def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp
     assert explanation.quality.stability == pytest.approx(1.0)
 
 
+def test_a_length_exponent_scales_a_texts_summed_sentences_and_their_offset_alike():
+    config = BertConfig(base_model=MINILM, max_length=64, pooling="sentences", length_exponent=-0.5)
+    classifier = BertClassifier.pretrained(config, resolve_device("cpu"))
+    classifier.offset, classifier.offset_per = 0.3, "sentence"
+    review = f"{POSITIVE} The film was shown on a Tuesday. {NEGATIVE} I would watch it again."
+    sentences = [s.text for s in split_sentences(review)]
+
+    def log_odds(batch):
+        return np.diff(classifier.logits(batch), axis=1)[:, 0]
+
+    alone = log_odds(sentences)  # one sentence: n ** -0.5 is 1
+    assert log_odds([review])[0] == pytest.approx(alone.sum() / 2, abs=1e-4)  # 4 sentences: halved
+    assert log_odds([" ".join(sentences[:2]), ""]).tolist() == pytest.approx([alone[:2].sum() / 2**0.5, 0.0], abs=1e-4)
+    scores, units = classifier.raw_scores([review, sentences[0], ""])
+    assert units.tolist() == pytest.approx([4 / 2, 1.0, 0.0])  # the offset, added per sentence, scaled as they are
+    assert log_odds([review, sentences[0], ""]) == pytest.approx(np.diff(scores, axis=1)[:, 0] + 0.3 * units, abs=1e-4)
+
+    # Not additive any more, but nearly: LIME's weights still follow the sentences' scores, with a close fit.
+    explanation = explain_sentences(review, split_sentences(review), classifier.predict_proba, LimeConfig(lime_samples=64, seed=0))
+    assert np.corrcoef(explanation.weights, alone)[0, 1] > 0.95
+    assert explanation.score > 0.9
+
+
 @pytest.mark.parametrize("pooling, encoder", [("cls", "bert"), ("sentences", "encoder")])
 def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch(pooling, encoder):
     config = BertConfig(
