@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import SecretStr, ValidationError
 
 from app.db import display_url
-from app.export import WRITERS
+from app.web.export import WRITERS
 from app.settings import ApiLimits, BuildEngine, Compute, Pages, Server, Settings, Storage
 from model.config import DISTILL, ConfigGroup, LimeConfig, Sources
 from model.curve import LEARNING_CURVE, point_text
@@ -117,7 +117,7 @@ def explained(error: Exception) -> bool:
     """Whether ``error`` says in one sentence what went wrong, so that no traceback is needed."""
     if isinstance(error, CommandError):
         return True
-    from app.pipeline import BuildError  # imports torch: only when it can be one
+    from app.build.pipeline import BuildError  # imports torch: only when it can be one
     from model.bert import DeviceUnavailable
     from model.checkpoints import CheckpointError
     from model.data import DataError
@@ -126,8 +126,8 @@ def explained(error: Exception) -> bool:
 
 
 def build(settings: Settings) -> int:
-    from app.pipeline import Pipeline
-    from app.steps import build_steps
+    from app.build.pipeline import Pipeline
+    from app.build.steps import build_steps
 
     quiet_transformers()
     record = Pipeline(settings, build_steps).run()
@@ -136,7 +136,7 @@ def build(settings: Settings) -> int:
 
 
 def report(settings: Settings, as_json: bool = False) -> int:
-    from app.pipeline import report as run_report
+    from app.build.pipeline import report as run_report
 
     record = run_report(existing_engine(settings))
     print(json.dumps(record, indent=2) if as_json else summary(record, settings))
@@ -158,7 +158,7 @@ def uvicorn_options(settings: Settings) -> dict:
 def serve(settings: Settings) -> int:
     import uvicorn
 
-    from app.main import create_app
+    from app.web.main import create_app
 
     quiet_transformers()
     if settings.workers == 1:
@@ -181,7 +181,7 @@ def serve(settings: Settings) -> int:
 
 def worker_app():
     """The app of one worker process of ``serve --workers N``, with the settings ``serve`` left in the environment."""
-    from app.main import create_app
+    from app.web.main import create_app
 
     configure_logging()
     quiet_transformers()
@@ -233,8 +233,8 @@ def up(settings: Settings) -> int:
 
 def build_for_the_site(settings: Settings) -> list[str]:
     """Run the build up to the last step the site needs; the steps still to do after it."""
-    from app.pipeline import Pipeline
-    from app.steps import LAST_STEP_OF_THE_SITE, build_steps
+    from app.build.pipeline import Pipeline
+    from app.build.steps import LAST_STEP_OF_THE_SITE, build_steps
 
     quiet_transformers()
     pipeline = Pipeline(settings, build_steps)
@@ -297,7 +297,7 @@ COMMAND_FUNCTIONS = {"build": build, "report": report, "serve": serve, "up": up,
 def existing_engine(settings: Settings):
     """The engine of the database, which must exist (``CommandError`` says how to build it)."""
     from app.db import make_engine
-    from app.main import database_problem
+    from app.web.main import database_problem
 
     problem = database_problem(settings)
     if problem:

@@ -183,7 +183,7 @@ class PseudoLabel(Base):
 
 class CatalogueVersion(Base):
     """One row: a number that the database's triggers move whenever movies, reviews,
-    predictions or explanations change (migration 0004; ``app.catalogue_cache``)."""
+    predictions or explanations change (migration 0004; ``app.web.catalogue_cache``)."""
 
     __tablename__ = "catalogue_version"
 

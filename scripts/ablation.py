@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.pipeline import Pipeline  # noqa: E402
+from app.build.pipeline import Pipeline  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from app.steps import build_steps  # noqa: E402
+from app.build.steps import build_steps  # noqa: E402
 from model.config import CLS, DISTILL, MINILM, MPNET, PLAIN, SENTENCES  # noqa: E402
 from model.lengths import BAND_NAMES  # noqa: E402
 from model.names import CATALOGUE, EVAL, LENGTHS, MAIN_MODEL, NBSVM, SST2, TEACHER  # noqa: E402

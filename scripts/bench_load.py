@@ -36,7 +36,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.analysis import analysis_cost, sentence_spans  # noqa: E402
+from app.web.analysis import analysis_cost, sentence_spans  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from bench_api import database_copy, ms, percentile, textflix_server  # noqa: E402
 from model.config import LimeConfig  # noqa: E402

@@ -51,7 +51,7 @@ from app.db import (  # noqa: E402
     make_engine,
     migrate,
 )
-from app.main import create_app  # noqa: E402
+from app.web.main import create_app  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from model.quality import QUALITY_FIELDS  # noqa: E402
 
@@ -209,7 +209,7 @@ def build_database(url: str, titles: int = 50, reviews: int = 1100, seed: int = 
 
 
 def server_ms(response) -> float:
-    """The server's own time for a response, from its ``Server-Timing`` header (``app.timing``)."""
+    """The server's own time for a response, from its ``Server-Timing`` header (``app.web.timing``)."""
     timing = response.headers["server-timing"]
     return float(timing.partition("dur=")[2])
 

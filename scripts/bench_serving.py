@@ -171,7 +171,7 @@ def request_profile(models: dict, data_dir: Path, texts: list[str], url: str) ->
     whatever makes the server's own model calls slower than this process's."""
     import torch
 
-    from app.analysis import ModelAnalyzer
+    from app.web.analysis import ModelAnalyzer
     from app.settings import Settings
 
     nbsvm, bert = models["nbsvm"], models["bert"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import app.main  # noqa: E402
-from app.analysis import ModelAnalyzer  # noqa: E402
+import app.web.main  # noqa: E402
+from app.web.analysis import ModelAnalyzer  # noqa: E402
 from app.cli import main  # noqa: E402
 from tests.web_fixtures import cue_model  # noqa: E402
 
@@ -20,5 +20,5 @@ def stand_in_analyzer(settings):
     return ModelAnalyzer(models, settings, "cpu (stand-in models)", call_weight=1)
 
 
-app.main.load_analyzer = stand_in_analyzer
+app.web.main.load_analyzer = stand_in_analyzer
 sys.exit(main())

@@ -20,9 +20,9 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.analysis import MicroBatcher
-from app.errors import ServerStopping
-from app.main import create_app
+from app.web.analysis import MicroBatcher
+from app.web.errors import ServerStopping
+from app.web.main import create_app
 from app.settings import Settings
 from model.bert import BertClassifier
 from model.config import MINILM, BertConfig
@@ -538,7 +538,7 @@ def test_a_token_is_needed_on_every_post(token_client):
 def test_token_check_is_constant_time(monkeypatch, plain_dir):
     import hmac
 
-    from app import guard
+    from app.web import guard
 
     seen, original = [], hmac.compare_digest
     monkeypatch.setattr(guard.hmac, "compare_digest", lambda a, b: seen.append((a, b)) or original(a, b))
@@ -650,7 +650,7 @@ def test_a_full_batch_goes_to_the_model_without_waiting_out_the_window():
 def test_inference_threads_sets_the_torch_threads_of_the_loaded_models(api_data_dir):
     import torch
 
-    from app.analysis import load_analyzer
+    from app.web.analysis import load_analyzer
 
     default = torch.get_num_threads()
     try:

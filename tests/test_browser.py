@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.main import create_app
+from app.web.main import create_app
 from app.settings import Settings
 
 from tests.conftest import serve_in_thread

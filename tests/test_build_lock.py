@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from app.db import display_url
-from app.main import create_app
+from app.web.main import create_app
 from app.settings import Settings
 from tests.conftest import ROOT, empty_postgresql
 from tests.test_pipeline import SMALL, count

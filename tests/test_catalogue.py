@@ -17,13 +17,13 @@ from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from app import db as app_db
-from app import queries
-from app.catalogue_cache import catalogue_version
+from app.web import queries
+from app.web.catalogue_cache import catalogue_version
 from app.db import Prediction, Review, make_engine, session_scope
-from app.main import create_app
-from app.render import TICK_COLUMNS, ticks_svg
+from app.web.main import create_app
+from app.web.render import TICK_COLUMNS, ticks_svg
 from app.settings import Settings
-from app.view import View
+from app.web.view import View
 from scripts.bench_pages import build_database
 from tests.test_pages import _expected_order, get_json
 from tests.conftest import empty_postgresql

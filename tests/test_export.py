@@ -24,9 +24,9 @@ from sqlalchemy import event, insert
 
 from app.cli import main
 from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, make_engine, migrate, session_scope
-from app.export import FORMULA_STARTS, csv_columns, export_rows, spreadsheet_safe
-from app.main import create_app
-from app.schemas import ExportRow
+from app.web.export import FORMULA_STARTS, csv_columns, export_rows, spreadsheet_safe
+from app.web.main import create_app
+from app.web.schemas import ExportRow
 from app.settings import Settings
 from model.data import clean_text
 from model.quality import QUALITY_FIELDS

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.analysis import (
+from app.web.analysis import (
     BACKGROUND,
     FULL_TEXT_CHARS,
     TEXT_OVERHEAD_CHARS,
@@ -33,8 +33,8 @@ from app.analysis import (
     analysis_cost,
     sentence_spans,
 )
-from app.errors import ServerStopping
-from app.main import create_app
+from app.web.errors import ServerStopping
+from app.web.main import create_app
 from app.settings import Settings
 from model.config import LimeConfig
 from model.names import MODELS

@@ -20,10 +20,10 @@ from markupsafe import escape
 from sqlalchemy import create_engine, text
 
 from app.db import this_process
-from app.main import create_app
-from app.render import cut, highlight, word_highlight
+from app.web.main import create_app
+from app.web.render import cut, highlight, word_highlight
 from app.settings import Settings
-from app.templating import templates
+from app.web.templating import templates
 from model.names import DISPLAY_NAMES, MODELS
 from model.quality import FULL_COLOUR_WEIGHT, NEGLIGIBLE_WEIGHT, NO_FIT, UNSTABLE, Quality, assessment, fit_reading
 

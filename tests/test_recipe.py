@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from app.db import Run, make_engine, migrate, session_scope
-from app.pipeline import Pipeline, concrete_recipe
+from app.build.pipeline import Pipeline, concrete_recipe
 from app.settings import Settings
 from model.config import DISTILL, MINILM, MPNET, PLAIN
 from model.data import RawReview, read_unlabeled, sample_unlabeled

@@ -32,9 +32,9 @@ from app.db import (
     migrate,
     session_scope,
 )
-from app.analysis import ModelAnalyzer
-from app.deps import get_analyzer
-from app.main import create_app
+from app.web.analysis import ModelAnalyzer
+from app.web.deps import get_analyzer
+from app.web.main import create_app
 from app.settings import Settings
 from model.curve import series
 
@@ -443,7 +443,7 @@ def labeled(reviews):
 
 
 class FakeAnalyzer:
-    """Stands in for the models behind the pages and the JSON API (``app.analysis.Analyzer``).
+    """Stands in for the models behind the pages and the JSON API (``app.web.analysis.Analyzer``).
 
     Splits the text into sentences and scores each by a few cue words, the way the real
     analyzer answers: both models' predictions and per-sentence weights with spans.

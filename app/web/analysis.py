@@ -44,7 +44,7 @@ from typing import Protocol
 
 import numpy as np
 
-from app.errors import ServerBusy, ServerStopping
+from app.web.errors import ServerBusy, ServerStopping
 from app.settings import Settings
 from model.config import SENTENCE_WINDOWS, LimeConfig
 from model.names import DISPLAY_NAMES, MODELS, label_of

@@ -25,9 +25,9 @@ from app.db import (
     Sentence,
     session_scope,
 )
-from app.engines import run_tasks
-from app.pipeline import BuildError, Pipeline, Step
-from app.work import EXPLAIN_TASKS, PREDICT_TASKS, Task
+from app.build.work_engines import run_tasks
+from app.build.pipeline import BuildError, Pipeline, Step
+from app.build.review_work import EXPLAIN_TASKS, PREDICT_TASKS, Task
 from model.artifacts import read_meta, saved_fingerprint, update_meta
 from model.bert import OFFSET, OFFSET_PER, TEMPERATURE, BertClassifier, gold_targets
 from model.config import (

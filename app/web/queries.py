@@ -17,7 +17,7 @@ from typing import Literal
 from sqlalchemy import Select, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, aliased
 
-from app.catalogue_cache import kept
+from app.web.catalogue_cache import kept
 from app.db import (
     Explanation,
     Movie,
@@ -30,7 +30,7 @@ from app.db import (
     latest_run,
     process_gone,
 )
-from app.view import View
+from app.web.view import View
 from model.config import DISTILL
 from model.curve import LEARNING_CURVE
 from model.names import (

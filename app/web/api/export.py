@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.engine import Engine
 
-from app import export
-from app.deps import get_engine
-from app.errors import ServerBusy, error_responses
-from app.guard import require_token
+from app.web import export
+from app.web.deps import get_engine
+from app.web.errors import ServerBusy, error_responses
+from app.web.guard import require_token
 
 router = APIRouter(prefix="/api", tags=["export"])
 

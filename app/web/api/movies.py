@@ -6,13 +6,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query
 from sqlalchemy.orm import Session
 
-from app import queries
-from app.deps import get_session, get_settings
-from app.errors import AppError, error_responses
-from app.limits import IDENTIFIER_MAX_CHARS, check_page_size, plausible_identifier
-from app.schemas import MovieDetail, MovieList
+from app.web import queries
+from app.web.deps import get_session, get_settings
+from app.web.errors import AppError, error_responses
+from app.web.limits import IDENTIFIER_MAX_CHARS, check_page_size, plausible_identifier
+from app.web.schemas import MovieDetail, MovieList
 from app.settings import Settings
-from app.view import SORTS, View
+from app.web.view import SORTS, View
 
 router = APIRouter(prefix="/api", tags=["catalogue"], responses=error_responses(422, 503))
 Sort = Literal[SORTS]  # type: ignore[valid-type]

@@ -13,7 +13,7 @@ import threading
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from app.analysis import finite
+from app.web.analysis import finite
 from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, session_scope
 from model.names import CATALOGUE, SENTENCE, USER
 

@@ -1,9 +1,9 @@
 """The web pages: server-rendered HTML (Jinja2) with a JSON twin for every page.
 
-Each page is one query function (``app.queries``) whose dict feeds both the template
+Each page is one query function (``app.web.queries``) whose dict feeds both the template
 and the JSON answer. Ask for JSON with ``Accept: application/json`` or the ``.json``
 twin of the path (``/index.json`` for the dashboard). The view state lives in the query
-string (``app.view``). Templates are in ``templates/``, CSS and JS in ``static/``.
+string (``app.web.view``). Templates are in ``templates/``, CSS and JS in ``static/``.
 """
 
 import math
@@ -14,14 +14,14 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.orm import Session
 
-from app import queries
-from app.analysis import Analyzer
-from app.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
-from app.errors import AppError, route_path, wants_json
-from app.limits import MAX_ID, check_explanation_size, check_text, plausible_identifier
+from app.web import queries
+from app.web.analysis import Analyzer
+from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
+from app.web.errors import AppError, route_path, wants_json
+from app.web.limits import MAX_ID, check_explanation_size, check_text, plausible_identifier
 from app.settings import Settings
-from app.templating import STATIC_DIR, templates
-from app.view import View
+from app.web.templating import STATIC_DIR, templates
+from app.web.view import View
 from model.data import clean_text
 from model.names import MODELS
 

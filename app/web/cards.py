@@ -5,7 +5,7 @@ highlighted text, in one column per model).
 Built in Python rather than as Jinja macros because a page draws dozens of them: a macro
 call and each dict attribute it reads cost microseconds that added up to most of the
 page's time (``scripts/bench_pages.py``). The templates call these functions as globals
-(``app.templating``); everything from the database or a user goes through
+(``app.web.templating``); everything from the database or a user goes through
 ``markupsafe.escape``.
 """
 
@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 from markupsafe import Markup, escape
 
-from app.render import Pieces, cut, highlight, model_bars, number, percent
-from app.view import View
+from app.web.render import Pieces, cut, highlight, model_bars, number, percent
+from app.web.view import View
 from model.names import DISPLAY_NAMES, MAIN_MODEL, short_label
 
 

@@ -16,7 +16,7 @@ A pure ASGI middleware, so it answers before the body is parsed, in this order:
 4. The body may not be over ``max_body_bytes``: 413 when ``Content-Length`` says so,
    or as soon as the streamed body passes the limit; it must be UTF-8 (400).
 
-Paths are matched inside the app (``app.errors.route_path``), so a proxy's root path
+Paths are matched inside the app (``app.web.errors.route_path``), so a proxy's root path
 does not take a request past the gate. The body it read is handed on unchanged.
 """
 
@@ -37,8 +37,8 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import API_PREFIX, AppError, error_response, problem, route_path
-from app.limits import check_write_allowed
+from app.web.errors import API_PREFIX, AppError, error_response, problem, route_path
+from app.web.limits import check_write_allowed
 from app.settings import Settings
 
 GUARDED_METHODS = {"POST", "PUT", "PATCH"}

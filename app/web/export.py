@@ -8,7 +8,7 @@ pagination) and its predictions, sentences, words and explanations come with one
 ``IN`` query each, in a session of its own, so memory stays the same whatever the
 number of reviews and no read transaction stays open for the whole export.
 
-A row is a JSON object (``app.schemas.ExportRow``, documented in the README); CSV
+A row is a JSON object (``app.web.schemas.ExportRow``, documented in the README); CSV
 flattens it into one line per review (``csv_columns``).
 """
 
@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from app.db import Explanation, Movie, Review
-from app.queries import explanation_record, review_rows, sentences_by_review, words_by_review
+from app.web.queries import explanation_record, review_rows, sentences_by_review, words_by_review
 from model.names import CATALOGUE, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL
 from model.quality import QUALITY_FIELDS
 

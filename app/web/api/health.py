@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends, Request
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.analysis import Analyzer
+from app.web.analysis import Analyzer
 from app.db import display_url
-from app.deps import database_engine, get_analyzer, get_settings
-from app.schemas import Health
+from app.web.deps import database_engine, get_analyzer, get_settings
+from app.web.schemas import Health
 from app.settings import Settings
 from model.names import MODELS
 

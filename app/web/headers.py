@@ -4,7 +4,7 @@ Pages load their script and styles from /static only, so the Content-Security-Po
 scripts from this origin alone (no inline script, no ``on...=`` attribute), forbids framing
 (``frame-ancestors 'none'`` and ``X-Frame-Options: DENY``), forms posting elsewhere, plugins
 and ``<base>``. Style attributes stay allowed: the highlights carry their strength as
-``style="--a:0.42"`` (``app.render``), and a style attribute runs no script.
+``style="--a:0.42"`` (``app.web.render``), and a style attribute runs no script.
 
 FastAPI's /docs and /redoc are pages of Swagger UI and ReDoc, loaded from their CDN with an
 inline script that starts them; they get that CDN and inline script, nothing more.
@@ -23,7 +23,7 @@ from secure import (
 from secure.middleware import SecureASGIMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.errors import route_path
+from app.web.errors import route_path
 
 DOCS_PATHS = {"/docs", "/docs/oauth2-redirect", "/redoc"}
 DOCS_CDN = "https://cdn.jsdelivr.net"

@@ -3,7 +3,7 @@
 Request bodies are strict: unknown fields, and values of the wrong JSON type, are
 refused (a string is not taken for a boolean, a number not for a string). The limits
 that depend on the settings (text length, number of texts, page size) are checked by the
-routes and written into the OpenAPI schema at start-up (``app.api.document_limits``).
+routes and written into the OpenAPI schema at start-up (``app.web.api.document_limits``).
 """
 
 from typing import Annotated, Literal
@@ -342,7 +342,7 @@ class ExportSentence(BaseModel):
 
 class ExportRow(BaseModel):
     """One line of GET /api/export.jsonl and `textflix export`: a catalogue review with everything
-    the models say of it (``app.export``)."""
+    the models say of it (``app.web.export``)."""
 
     id: int
     title_id: str

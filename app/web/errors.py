@@ -28,9 +28,9 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.db import display_url
-from app.schemas import ErrorResponse
-from app.templating import templates
-from app.view import View
+from app.web.schemas import ErrorResponse
+from app.web.templating import templates
+from app.web.view import View
 
 log = logging.getLogger("textflix")
 API_PREFIX = "/api/"
@@ -239,7 +239,7 @@ class StoppedAnswered:
     """A pure ASGI middleware: a request that the server cancels before its answer has begun is answered
     ``ServerStopping`` (503, Retry-After), not with uvicorn's bare 500. uvicorn cancels the requests
     still under way when a stopping server's grace (``TEXTFLIX_SHUTDOWN_GRACE_S``) is over; their
-    work is cancelled with them (``app.deps.analyze_while_connected``)."""
+    work is cancelled with them (``app.web.deps.analyze_while_connected``)."""
 
     def __init__(self, app: ASGIApp):
         self.app = app
@@ -285,5 +285,5 @@ def error_responses(*statuses: int) -> dict:
     return {status: {"model": ErrorResponse, "description": descriptions[status]} for status in statuses}
 
 
-# What the guard (``app.guard``) answers on the POST routes before they run.
+# What the guard (``app.web.guard``) answers on the POST routes before they run.
 GUARD_ERRORS = error_responses(400, 401, 403, 413, 415, 429)

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from app.errors import AppError, problem
+from app.web.errors import AppError, problem
 from app.settings import Settings
 
 IDENTIFIER_MAX_CHARS = 64  # title ids and other short string fields

@@ -5,8 +5,8 @@ from pathlib import Path
 from fastapi.templating import Jinja2Templates
 
 import app as app_package
-from app import cards, render
-from app.view import View
+from app.web import cards, render
+from app.web.view import View
 from model.config import SENTENCE_WINDOWS
 from model.curve import point_text
 from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS, WORD_LEVEL_MODEL, short_label

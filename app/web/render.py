@@ -15,7 +15,7 @@ from collections.abc import Callable
 from jinja2 import Undefined
 from markupsafe import Markup, escape
 
-from app.view import View
+from app.web.view import View
 from model.config import DISTILL
 from model.curve import point_text
 from model.names import DISPLAY_NAMES, MODELS, NBSVM, NEGATIVE, POSITIVE, TEACHER, WORD_LEVEL_MODEL, short_label
@@ -25,7 +25,7 @@ MIN_ALPHA = 0.04  # weaker highlights are not drawn
 TICK_COLUMNS = 400  # most wrong-review ticks under a bar: 2 px each on a bar 800 px wide
 # The column drawings of big catalogues' ticks, by the ticks list they were drawn from (kept with
 # it, so that its id is not reused): that list is the same object from request to request while
-# the catalogue is unchanged (``app.catalogue_cache``), and drawing it costs milliseconds.
+# the catalogue is unchanged (``app.web.catalogue_cache``), and drawing it costs milliseconds.
 _drawn: dict[int, tuple[list, Markup]] = {}
 KEPT_DRAWINGS = 16
 

@@ -1,6 +1,6 @@
 """What the pages and the JSON API share: settings, the database, the analyzer.
 
-Routes take them as FastAPI dependencies; ``app.main`` puts them on ``app.state`` at
+Routes take them as FastAPI dependencies; ``app.web.main`` puts them on ``app.state`` at
 start-up. Tests swap the analyzer with ``app.dependency_overrides[get_analyzer]``.
 """
 
@@ -12,9 +12,9 @@ from fastapi import Depends, Request
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from app.analysis import Analyzer, ExplanationTooLarge
+from app.web.analysis import Analyzer, ExplanationTooLarge
 from app.db import make_engine
-from app.errors import AnalysisTooLong, AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
+from app.web.errors import AnalysisTooLong, AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
 from app.settings import Settings
 
 DISCONNECT_POLL_S = 0.25  # how often a running analysis looks whether its client is still there
@@ -34,7 +34,7 @@ def database_engine(app) -> Engine | None:
     database was built serves it as soon as the file is there, without a restart."""
     state = app.state
     if state.engine is None and state.database_problem is not None:
-        from app.main import database_problem
+        from app.web.main import database_problem
 
         if database_problem(state.settings) is None:
             state.engine, state.database_problem = make_engine(state.settings.database), None

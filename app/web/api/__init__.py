@@ -1,9 +1,9 @@
 """The JSON API under /api/ (OpenAPI at /docs): catalogue, reviews, live analysis, export, health.
 
 Routes live in small modules (``movies``, ``reviews``, ``predict``, ``export``, ``health``); the
-request and answer schemas in ``app.schemas``; the models behind the analysis in
-``app.analysis``. The guard in front of the POST routes (``app.guard``) and the
-error answers (``app.errors``) are the app's, shared with the pages.
+request and answer schemas in ``app.web.schemas``; the models behind the analysis in
+``app.web.analysis``. The guard in front of the POST routes (``app.web.guard``) and the
+error answers (``app.web.errors``) are the app's, shared with the pages.
 """
 
 from fastapi import FastAPI
@@ -11,8 +11,8 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from app.api import export, health, movies, predict, reviews
-from app.schemas import ExportRow
+from app.web.api import export, health, movies, predict, reviews
+from app.web.schemas import ExportRow
 from app.settings import Settings
 
 REF_TEMPLATE = "#/components/schemas/{model}"

@@ -7,9 +7,9 @@ from fastapi import APIRouter, Depends, Path, Request, Response, Security
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from app import queries
-from app.analysis import Analyzer
-from app.deps import (
+from app.web import queries
+from app.web.analysis import Analyzer
+from app.web.deps import (
     analyze_while_connected,
     get_analyzer,
     get_engine,
@@ -18,13 +18,13 @@ from app.deps import (
     get_write_lock,
     require_models,
 )
-from app.errors import GUARD_ERRORS, AppError, error_responses
-from app.guard import bearer
-from app.limits import MAX_ID, check_explanation_size, check_identifier, check_text, check_write_allowed
-from app.schemas import ReviewDetail, ReviewRequest, ReviewResult
+from app.web.errors import GUARD_ERRORS, AppError, error_responses
+from app.web.guard import bearer
+from app.web.limits import MAX_ID, check_explanation_size, check_identifier, check_text, check_write_allowed
+from app.web.schemas import ReviewDetail, ReviewRequest, ReviewResult
 from app.settings import Settings
-from app.store import catalogue_title_exists, store_user_review
-from app.view import View
+from app.web.store import catalogue_title_exists, store_user_review
+from app.web.view import View
 
 router = APIRouter(prefix="/api", tags=["reviews"], responses=error_responses(422, 503))
 FULL_VIEW = View(analyze=True, accuracy=True, compare=True)

@@ -7,13 +7,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from app import api, errors, pages
-from app.analysis import load_analyzer
+from app.web import api, errors, pages
+from app.web.analysis import load_analyzer
 from app.db import make_engine, sqlite_path
-from app.guard import ApiGuard
-from app.headers import SecurityHeaders
+from app.web.guard import ApiGuard
+from app.web.headers import SecurityHeaders
 from app.settings import Settings
-from app.timing import ServerTiming
+from app.web.timing import ServerTiming
 
 log = logging.getLogger("textflix")
 

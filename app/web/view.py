@@ -5,7 +5,7 @@ models' sentiment; *accuracy* and *compare* take effect only while analysing, bu
 the links while Analyze is off, so turning it back on restores them. *sort* orders the
 dashboard, *wrong* filters a title page to the wrong predictions (with accuracy on), *weak*
 to the reviews whose explanation is weak (while analysing). *q* searches the dashboard's
-titles and *page* pages through them (``app.pages.dashboard_view`` checks both).
+titles and *page* pages through them (``app.web.pages.dashboard_view`` checks both).
 """
 
 from dataclasses import dataclass, replace
