@@ -1,10 +1,10 @@
 """The steps of ``textflix build``, in order: data, one training step per model, predict,
 explain, evaluate, learning curve (``build_steps``); the distill recipe trains a teacher
-and pseudo-labels unlabeled reviews before it trains the served BERT model. ``app.pipeline`` runs them.
+and pseudo-labels unlabeled reviews before it trains the served BERT model. ``app.build.pipeline`` runs them.
 
 The per-review steps (predict, explain) find the reviews that still lack their rows and
 commit in small batches, so a killed build redoes at most one batch. Their work is
-``app.work``'s, computed in this process or on Ray (``app.engines``, ``--engine``).
+``app.build.review_work``'s, computed in this process or on Ray (``app.build.work_engines``, ``--engine``).
 """
 
 import logging
