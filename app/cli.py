@@ -18,7 +18,8 @@ from pathlib import Path
 
 from pydantic import SecretStr, ValidationError
 
-from app.db import display_url
+from app.db import database_problem, display_url, make_engine
+from app.logs import configure_logging, quiet_transformers
 from app.web.export import WRITERS
 from app.settings import ApiLimits, BuildEngine, Compute, Pages, Server, Settings, Storage
 from model.config import DISTILL, ConfigGroup, LimeConfig, Sources
@@ -106,11 +107,6 @@ def main(argv: list[str] | None = None, settings_type: type[Settings] = Settings
             raise
         print(f"textflix: error: {error}", file=sys.stderr)
         return 1
-
-
-def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def explained(error: Exception) -> bool:
@@ -296,10 +292,7 @@ COMMAND_FUNCTIONS = {"build": build, "report": report, "serve": serve, "up": up,
 
 def existing_engine(settings: Settings):
     """The engine of the database, which must exist (``CommandError`` says how to build it)."""
-    from app.db import make_engine
-    from app.web.main import database_problem
-
-    problem = database_problem(settings)
+    problem = database_problem(settings.database)
     if problem:
         raise CommandError(problem)
     return make_engine(settings.database)
@@ -320,13 +313,6 @@ def output_stream(path: Path | None):
         raise CommandError(f"Cannot write {path}: {error.strerror or error}.") from None
     finally:
         partial.unlink(missing_ok=True)
-
-
-def quiet_transformers() -> None:
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
 
 
 def recipe_line(record: dict) -> str:

@@ -263,6 +263,14 @@ def sqlite_path(url: str) -> Path | None:
     return None
 
 
+def database_problem(url: str) -> str | None:
+    """Why the database at ``url`` cannot be read, in one sentence, or None when it can."""
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return f"No database at {path}: run `textflix build` to create it."
+    return None
+
+
 def latest_run(session) -> "Run | None":
     """The newest pipeline run record, or None before the first build."""
     return session.scalars(select(Run).order_by(Run.id.desc()).limit(1)).first()

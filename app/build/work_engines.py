@@ -24,9 +24,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.db import session_scope
 from app.build.pipeline import BuildError, Pipeline
 from app.build.review_work import Task, Worker, reviews_in, units, write_results
+from app.db import session_scope
+from app.logs import quiet_transformers
 from model.config import LimeConfig, WordLimeConfig
 from model.trained import load_trained, model_dir
 
@@ -201,7 +202,6 @@ class RayWorker:
     ):
         import ray
 
-        from app.cli import quiet_transformers
         from model.bert import resolve_device
 
         quiet_transformers()

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from app.web.analysis import Analyzer, ExplanationTooLarge
-from app.db import make_engine
+from app.db import database_problem, make_engine
 from app.web.errors import AnalysisTooLong, AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
 from app.settings import Settings
 
@@ -34,9 +34,7 @@ def database_engine(app) -> Engine | None:
     database was built serves it as soon as the file is there, without a restart."""
     state = app.state
     if state.engine is None and state.database_problem is not None:
-        from app.web.main import database_problem
-
-        if database_problem(state.settings) is None:
+        if database_problem(state.settings.database) is None:
             state.engine, state.database_problem = make_engine(state.settings.database), None
     return state.engine
 

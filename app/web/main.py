@@ -9,21 +9,13 @@ from starlette.concurrency import run_in_threadpool
 
 from app.web import api, errors, pages
 from app.web.analysis import load_analyzer
-from app.db import make_engine, sqlite_path
+from app.db import database_problem, make_engine
 from app.web.guard import ApiGuard
 from app.web.headers import SecurityHeaders
 from app.settings import Settings
 from app.web.timing import ServerTiming
 
 log = logging.getLogger("textflix")
-
-
-def database_problem(settings: Settings) -> str | None:
-    """Why the database cannot be served, in one sentence, or None when it can."""
-    path = sqlite_path(settings.database)
-    if path is not None and not path.exists():
-        return f"No database at {path}: run `textflix build` to create it."
-    return None
 
 
 @asynccontextmanager
@@ -47,7 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "errors are `{\"detail\": [{\"field\", \"message\", \"limit\"?}]}`.",
         lifespan=lifespan,
     )
-    problem = database_problem(settings)
+    problem = database_problem(settings.database)
     if problem:
         log.error(problem)
     app.state.settings = settings
