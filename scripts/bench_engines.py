@@ -44,12 +44,13 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported (through model.bert)
 
 from sqlalchemy import delete, func, select, text  # noqa: E402
 
 from app.build import review_work, work_engines  # noqa: E402
+from app.build.pipeline import Pipeline  # noqa: E402
+from app.build.review_work import PREDICT_CHUNK, Task, write_results  # noqa: E402
 from app.db import (  # noqa: E402
     Base,
     Explanation,
@@ -64,9 +65,7 @@ from app.db import (  # noqa: E402
     migrate,
     session_scope,
 )
-from app.build.pipeline import Pipeline  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from app.build.review_work import PREDICT_CHUNK, Task, write_results  # noqa: E402
 from model.names import BERT, NBSVM, SENTENCE, WORD  # noqa: E402
 
 OUTPUT_TABLES = (SentenceWeight, WordWeight, Explanation, Prediction)

@@ -33,12 +33,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_api import textflix_server  # noqa: E402
-
-from app.db import (  # noqa: E402
+from app.db import (
     Explanation,
     Movie,
     Prediction,
@@ -51,9 +47,9 @@ from app.db import (  # noqa: E402
     make_engine,
     migrate,
 )
-from app.web.main import create_app  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from model.quality import QUALITY_FIELDS  # noqa: E402
+from app.settings import Settings
+from app.web.main import create_app
+from model.quality import QUALITY_FIELDS
 
 VOCABULARY = (
     "the film story acting plot great boring wonderful awful slow funny sad music scenes "
@@ -232,6 +228,10 @@ def median_ms(client: TestClient, path: str, requests: int) -> tuple[float, floa
 
 def compare_servers(url: str, checkout: Path, pages: list[tuple[str, str]], requests: int, scratch: Path) -> None:
     """Every page from a server of this checkout and one of ``checkout``, alternating."""
+    # Imported here: the tests import this module as scripts.bench_pages (for build_database),
+    # where bench_api, a script beside it, is not importable by its bare name.
+    from bench_api import textflix_server
+
     data = scratch / "data"  # no models: the pages need none
     data.mkdir()
     servers = {

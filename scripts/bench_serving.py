@@ -39,8 +39,7 @@ from pathlib import Path
 import httpx
 from transformers import AutoTokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_api import catalogue_texts, database_copy, load, run, Server, textflix_server  # noqa: E402
+from bench_api import catalogue_texts, database_copy, load, run, Server, textflix_server  # scripts/, beside this script
 
 CLIENTS = 16
 BASELINE = "baseline pipeline"

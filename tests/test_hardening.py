@@ -326,7 +326,7 @@ def test_a_stopping_server_lets_the_requests_under_way_finish_for_its_grace(web_
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [
-        sys.executable, "tests/stand_in_server.py", "serve", "--database", web_database, "--data-dir", str(tmp_path),
+        sys.executable, "-m", "tests.stand_in_server", "serve", "--database", web_database, "--data-dir", str(tmp_path),
         "--port", str(port), "--shutdown-grace-s", str(grace), "--explain-workers", "2", "--lime-samples", "16",
     ]  # fmt: skip
     with open(tmp_path / "serve.log", "wb") as log:
