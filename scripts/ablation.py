@@ -16,17 +16,14 @@ On 2 CPU cores a MiniLM variant takes about 5 minutes a seed, MPNet ones 20 minu
 
 import argparse
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app.build.pipeline import Pipeline  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from app.build.steps import build_steps  # noqa: E402
-from model.config import CLS, DISTILL, MINILM, MPNET, PLAIN, SENTENCES  # noqa: E402
-from model.lengths import BAND_NAMES  # noqa: E402
-from model.names import CATALOGUE, EVAL, LENGTHS, MAIN_MODEL, NBSVM, SST2, TEACHER  # noqa: E402
+from app.build.pipeline import Pipeline
+from app.settings import Settings
+from app.build.steps import build_steps
+from model.config import CLS, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
+from model.lengths import BAND_NAMES
+from model.names import CATALOGUE, EVAL, LENGTHS, MAIN_MODEL, NBSVM, SST2, TEACHER
 
 # Whole-text models as they were measured, before the build's default became the sentence model.
 WHOLE_TEXT = {"pooling": CLS, "epochs": 4}
