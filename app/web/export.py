@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from app.db import Explanation, Movie, Review
-from app.web.queries import explanation_record, review_rows, sentences_by_review, words_by_review
+from app.web.queries.rows import explanation_record, review_rows, sentences_by_review, words_by_review
 from model.names import CATALOGUE, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL
 from model.quality import QUALITY_FIELDS
 

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.orm import Session
 
-from app.web import queries
+from app.web.queries import about, dashboard, reviews, rows, summaries
 from app.web.analysis import Analyzer
 from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
 from app.web.errors import AppError, route_path, wants_json
@@ -104,7 +104,7 @@ def dashboard_page(
     request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
 ) -> Response:
     view = dashboard_view(request)
-    data = queries.dashboard(session, view, settings.titles_per_page)
+    data = dashboard.dashboard(session, view, settings.titles_per_page)
     paginated(request, view, data["pagination"], f"titles match {view.q!r}" if view.q else "titles")
     return respond(request, "dashboard.html", data, view)
 
@@ -113,7 +113,7 @@ def dashboard_page(
 @router.get("/movies/{title_id}.json")
 def movie_page(title_id: str, request: Request, session: Session = Depends(get_session)) -> Response:
     view = View.from_request(request)
-    page = queries.movie_page(session, title_id, view) if plausible_identifier(title_id) else None
+    page = reviews.movie_page(session, title_id, view) if plausible_identifier(title_id) else None
     return respond_found(request, "movie.html", page, view, f"Title {title_id!r}")
 
 
@@ -121,7 +121,7 @@ def movie_page(title_id: str, request: Request, session: Session = Depends(get_s
 @router.get("/reviews/{review_id:int}.json")
 def review_page(review_id: int, request: Request, session: Session = Depends(get_session)) -> Response:
     view = View.from_request(request)
-    page = queries.review_page(session, review_id, view) if review_id <= MAX_ID else None
+    page = reviews.review_page(session, review_id, view) if review_id <= MAX_ID else None
     return respond_found(request, "review.html", page, view, f"Review {review_id}")
 
 
@@ -131,7 +131,7 @@ def disagreements_page(
     request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
 ) -> Response:
     view = replace(View.from_request(request), page=page_number(request))
-    data = queries.disagreements(session, view.page, settings.disagreements_per_page)
+    data = reviews.disagreements(session, view.page, settings.disagreements_per_page)
     paginated(request, view, data["pagination"], "disagreements")
     return respond(request, "disagreements.html", data, view)
 
@@ -139,14 +139,14 @@ def disagreements_page(
 @router.get("/about")
 @router.get("/about.json")
 def about_page(request: Request, session: Session = Depends(get_session)) -> Response:
-    return respond(request, "about.html", queries.about(session), View.from_request(request))
+    return respond(request, "about.html", about.about(session), View.from_request(request))
 
 
 async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
     """Both models on one text, as the page shows them."""
     [result] = await analyze_while_connected(request, analyzer, "text", [text], True)
     predictions = {
-        model: {**prediction, "confidence": queries.confidence_of(prediction)}
+        model: {**prediction, "confidence": summaries.confidence_of(prediction)}
         for model, prediction in result["predictions"].items()
     }
     sentences = [{**sentence, "position": index} for index, sentence in enumerate(result["sentences"])]
@@ -155,7 +155,7 @@ async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
         "sentences": sentences,
         "disagree": len({p["label"] for p in predictions.values()}) > 1,
         "trust": {
-            model: queries.explanation_trust({**e["quality"], "score": e["score"]})
+            model: rows.explanation_trust({**e["quality"], "score": e["score"]})
             for model, e in (result.get("explanations") or {}).items()
         },
     }

@@ -143,7 +143,7 @@ def number(value: int | None | Undefined) -> str:
 
 
 def model_bars(summary: dict, view: View, noun: str = "reviews") -> Markup:
-    """The bar of each model the view shows (``summary["models"]``, as ``queries.in_view`` makes
+    """The bar of each model the view shows (``summary["models"]``, as ``queries.summaries.in_view`` makes
     them), named when it shows both."""
     return Markup("".join(model_bar(summary["models"][model], view, noun, view.show_compare) for model in view.models))
 
@@ -170,7 +170,7 @@ def model_bar(s: dict, view: View, noun: str = "reviews", named: bool = False) -
 
 
 def bar_svg(summary: dict) -> Markup:
-    """A model's reviews as one bar, ordered by positive probability (see queries.model_summary)."""
+    """A model's reviews as one bar, ordered by positive probability (see queries.summaries.model_summary)."""
     total = summary["scored"]
     if not total:
         return Markup("")
@@ -276,7 +276,7 @@ def _lines(model: str, points: list[tuple[float, float] | None]) -> list[str]:
 
 def _marker(kind: str, x: float, y: float) -> str:
     """A point's symbol: squares for the baseline, circles for BERT; diamonds for a distilled
-    model and triangles for its teacher (``queries.distill_markers``)."""
+    model and triangles for its teacher (``queries.about.distill_markers``)."""
     if kind == NBSVM:
         return f'<rect class="marker m-{kind}" x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7"/>'
     if kind == DISTILL:
@@ -346,7 +346,7 @@ def calibration_svg(chart_id: str, curves: dict[str, dict], set_name: str) -> Ma
 
 
 def learning_curve_svg(chart_id: str, curve: dict) -> Markup:
-    """Mean evaluation accuracy against the number of training examples (``queries.learning_curve``):
+    """Mean evaluation accuracy against the number of training examples (``queries.about.learning_curve``):
     a line per model with, at each point, a bar of one standard deviation either side over the
     seeds and a tooltip with the figures; the single points of ``curve["markers"]`` beside them.
     The legend goes under the plot, where its long labels fit."""

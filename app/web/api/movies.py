@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query
 from sqlalchemy.orm import Session
 
-from app.web import queries
+from app.web.queries import dashboard, reviews
 from app.web.deps import get_session, get_settings
 from app.web.errors import AppError, error_responses
 from app.web.limits import IDENTIFIER_MAX_CHARS, check_page_size, plausible_identifier
@@ -44,7 +44,7 @@ def list_movies(
     of all the catalogue's reviews."""
     check_page_size(per_page, settings)
     view = View(analyze=True, accuracy=True, compare=True, sort=sort, q=q.strip(), page=page)
-    data = queries.dashboard(session, view, per_page)
+    data = dashboard.dashboard(session, view, per_page)
     return {"sort": view.effective_sort, **data}
 
 
@@ -62,7 +62,7 @@ def get_movie(
     Metadata, the per-model statistics of all its reviews, the key sentences, and its
     reviews (user reviews included) with predictions and sentence weights, paginated."""
     view = View(analyze=True, accuracy=True, compare=True, wrong=wrong)
-    data = queries.movie_page(session, title_id, view) if plausible_identifier(title_id) else None
+    data = reviews.movie_page(session, title_id, view) if plausible_identifier(title_id) else None
     if data is None:
         raise AppError.one(404, "title_id", f"There is no title {title_id!r} in the catalogue.")
     data["reviews"], data["pagination"] = paginate(data["reviews"], page, per_page, settings)

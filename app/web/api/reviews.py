@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response, Security
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from app.web import queries
+from app.web.queries.reviews import review_page
 from app.web.analysis import Analyzer
 from app.web.deps import (
     analyze_while_connected,
@@ -84,7 +84,7 @@ def get_review(review_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: Sessio
 
     Text, gold label (if any), each model's prediction, the sentences with their spans
     and per-model LIME weights, NB-SVM's word weights and the explanation records."""
-    page = queries.review_page(session, review_id, FULL_VIEW)
+    page = review_page(session, review_id, FULL_VIEW)
     if page is None:
         raise AppError.one(404, "review_id", f"There is no review {review_id} in the catalogue.")
     return {"url": f"/reviews/{review_id}", **page}
