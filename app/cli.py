@@ -20,8 +20,8 @@ from pydantic import SecretStr, ValidationError
 
 from app.db import database_problem, display_url, make_engine
 from app.logs import configure_logging, quiet_transformers
-from app.web.export import WRITERS
 from app.settings import ApiLimits, BuildEngine, Compute, Pages, Server, Settings, Storage
+from app.web.export import WRITERS
 from model.config import DISTILL, ConfigGroup, LimeConfig, Sources
 from model.curve import LEARNING_CURVE, point_text
 from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MAIN_MODEL, MODELS, TEACHER, TRAIN

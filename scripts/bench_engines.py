@@ -162,8 +162,8 @@ def measure_engines(args, lime: dict) -> dict:
 def texts_per_explanation(args, lime: dict) -> float:
     """Distinct texts BERT scores per sentence explanation (both LIME runs and the faithfulness
     checks share them): what a GPU would score per review."""
-    from app.build.work_engines import settings_worker
     from app.build.review_work import units
+    from app.build.work_engines import settings_worker
 
     with tempfile.TemporaryDirectory(prefix="textflix-bench-") as folder:
         database = Path(folder) / "scratch.db"

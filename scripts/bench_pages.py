@@ -33,7 +33,6 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-
 from app.db import (
     Explanation,
     Movie,

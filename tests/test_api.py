@@ -20,10 +20,10 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from app.settings import Settings
 from app.web.analysis import MicroBatcher
 from app.web.errors import ServerStopping
 from app.web.main import create_app
-from app.settings import Settings
 from model.bert import BertClassifier
 from model.config import MINILM, BertConfig
 from model.quality import QUALITY_FIELDS, fit_reading, is_weak

@@ -21,8 +21,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from app.db import display_url
-from app.web.main import create_app
 from app.settings import Settings
+from app.web.main import create_app
 from tests.conftest import ROOT, empty_postgresql
 from tests.test_pipeline import SMALL, count
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.cli import parser
 from app.build.pipeline import BuildError, Pipeline
-from app.settings import Settings
 from app.build.steps import ReadData, sentence_rows
+from app.cli import parser
+from app.settings import Settings
 from model.config import IMDB_SHA256, IMDB_URL, Sources, SplitConfig
 from model.data import DataError, download, locate_archive, make_splits, read_archive, read_movies, read_sst2
 from model.lengths import band_accuracies, band_sizes, length_set

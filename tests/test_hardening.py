@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from app.settings import Settings
 from app.web.analysis import (
     BACKGROUND,
     FULL_TEXT_CHARS,
@@ -35,7 +36,6 @@ from app.web.analysis import (
 )
 from app.web.errors import ServerStopping
 from app.web.main import create_app
-from app.settings import Settings
 from model.config import LimeConfig
 from model.names import MODELS
 from tests.conftest import ROOT, free_port, serve_in_thread

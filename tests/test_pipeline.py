@@ -341,8 +341,8 @@ def test_build_on_postgresql(tmp_path, real_subset_archive):
 
 def test_a_corrupt_model_is_named_with_what_to_do(tmp_path):
     from app.build.pipeline import BuildError, Pipeline
-    from app.settings import Settings
     from app.build.steps import build_steps
+    from app.settings import Settings
 
     model_dir = tmp_path / "models" / "nbsvm"
     model_dir.mkdir(parents=True)

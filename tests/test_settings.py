@@ -8,10 +8,10 @@ import sqlite3
 import pytest
 from pydantic import Field
 
-from app.cli import parser
 from app.build.pipeline import BuildError, Pipeline
-from app.settings import Settings
 from app.build.steps import ReadData, Train
+from app.cli import parser
+from app.settings import Settings
 from model.config import NbsvmConfig
 from model.names import MODEL_META_FILE, NBSVM
 

@@ -32,10 +32,10 @@ from app.db import (
     migrate,
     session_scope,
 )
+from app.settings import Settings
 from app.web.analysis import ModelAnalyzer
 from app.web.deps import get_analyzer
 from app.web.main import create_app
-from app.settings import Settings
 from model.curve import series
 
 XSS_SCRIPT = "<script>alert(1)</script>"

@@ -44,8 +44,8 @@ from typing import Protocol
 
 import numpy as np
 
-from app.web.errors import ServerBusy, ServerStopping
 from app.settings import Settings
+from app.web.errors import ServerBusy, ServerStopping
 from model.config import SENTENCE_WINDOWS, LimeConfig
 from model.names import DISPLAY_NAMES, MODELS, label_of
 from model.quality import assessment

@@ -12,10 +12,10 @@ from fastapi import Depends, Request
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from app.web.analysis import Analyzer, ExplanationTooLarge
 from app.db import database_problem, make_engine
-from app.web.errors import AnalysisTooLong, AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
 from app.settings import Settings
+from app.web.analysis import Analyzer, ExplanationTooLarge
+from app.web.errors import AnalysisTooLong, AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
 
 DISCONNECT_POLL_S = 0.25  # how often a running analysis looks whether its client is still there
 

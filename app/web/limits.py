@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from app.web.errors import AppError, problem
 from app.settings import Settings
+from app.web.errors import AppError, problem
 
 IDENTIFIER_MAX_CHARS = 64  # title ids and other short string fields
 MAX_ID = 2**63 - 1  # the largest row id a database can hold

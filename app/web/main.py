@@ -7,12 +7,12 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from app.db import database_problem, make_engine
+from app.settings import Settings
 from app.web import api, errors, pages
 from app.web.analysis import load_analyzer
-from app.db import database_problem, make_engine
 from app.web.guard import ApiGuard
 from app.web.headers import SecurityHeaders
-from app.settings import Settings
 from app.web.timing import ServerTiming
 
 log = logging.getLogger("textflix")

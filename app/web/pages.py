@@ -14,12 +14,12 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.orm import Session
 
-from app.web.queries import about, dashboard, reviews, rows, summaries
+from app.settings import Settings
 from app.web.analysis import Analyzer
 from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
 from app.web.errors import AppError, route_path, wants_json
 from app.web.limits import MAX_ID, check_explanation_size, check_text, plausible_identifier
-from app.settings import Settings
+from app.web.queries import about, dashboard, reviews, rows, summaries
 from app.web.templating import STATIC_DIR, templates
 from app.web.view import View
 from model.data import clean_text

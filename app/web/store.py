@@ -13,8 +13,8 @@ import threading
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from app.web.analysis import finite
 from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, session_scope
+from app.web.analysis import finite
 from model.names import CATALOGUE, SENTENCE, USER
 
 

@@ -11,9 +11,9 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from app.settings import Settings
 from app.web.api import export, health, movies, predict, reviews
 from app.web.schemas import ExportRow
-from app.settings import Settings
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Depends, Request
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.web.analysis import Analyzer
 from app.db import display_url
+from app.settings import Settings
+from app.web.analysis import Analyzer
 from app.web.deps import database_engine, get_analyzer, get_settings
 from app.web.schemas import Health
-from app.settings import Settings
 from model.names import MODELS
 
 router = APIRouter(prefix="/api", tags=["health"])

@@ -6,12 +6,12 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query
 from sqlalchemy.orm import Session
 
-from app.web.queries import dashboard, reviews
+from app.settings import Settings
 from app.web.deps import get_session, get_settings
 from app.web.errors import AppError, error_responses
 from app.web.limits import IDENTIFIER_MAX_CHARS, check_page_size, plausible_identifier
+from app.web.queries import dashboard, reviews
 from app.web.schemas import MovieDetail, MovieList
-from app.settings import Settings
 from app.web.view import SORTS, View
 
 router = APIRouter(prefix="/api", tags=["catalogue"], responses=error_responses(422, 503))

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response, Security
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from app.web.queries.reviews import review_page
+from app.settings import Settings
 from app.web.analysis import Analyzer
 from app.web.deps import (
     analyze_while_connected,
@@ -21,8 +21,8 @@ from app.web.deps import (
 from app.web.errors import GUARD_ERRORS, AppError, error_responses
 from app.web.guard import bearer
 from app.web.limits import MAX_ID, check_explanation_size, check_identifier, check_text, check_write_allowed
+from app.web.queries.reviews import review_page
 from app.web.schemas import ReviewDetail, ReviewRequest, ReviewResult
-from app.settings import Settings
 from app.web.store import catalogue_title_exists, store_user_review
 from app.web.view import View
 
