@@ -35,7 +35,8 @@ from pathlib import Path
 import httpx
 
 from app.settings import Settings
-from app.web.analysis import analysis_cost, sentence_spans
+from app.web.analysis import sentence_spans
+from app.web.batching import analysis_cost
 from model.config import LimeConfig
 
 from bench_api import database_copy, ms, percentile, textflix_server  # scripts/, beside this script

@@ -21,7 +21,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from app.settings import Settings
-from app.web.analysis import MicroBatcher
+from app.web.batching import MicroBatcher
 from app.web.errors import ServerStopping
 from app.web.main import create_app
 from model.bert import BertClassifier

@@ -24,16 +24,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.settings import Settings
-from app.web.analysis import (
-    BACKGROUND,
-    FULL_TEXT_CHARS,
-    TEXT_OVERHEAD_CHARS,
-    URGENT,
-    MicroBatcher,
-    ModelAnalyzer,
-    analysis_cost,
-    sentence_spans,
-)
+from app.web.analysis import ModelAnalyzer, sentence_spans
+from app.web.batching import BACKGROUND, FULL_TEXT_CHARS, TEXT_OVERHEAD_CHARS, URGENT, MicroBatcher, analysis_cost
 from app.web.errors import ServerStopping
 from app.web.main import create_app
 from model.config import LimeConfig
