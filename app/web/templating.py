@@ -5,7 +5,7 @@ from pathlib import Path
 from fastapi.templating import Jinja2Templates
 
 import app as app_package
-from app.web import cards, render
+from app.web import cards, charts, render
 from app.web.view import View
 from model.config import SENTENCE_WINDOWS
 from model.curve import point_text
@@ -64,9 +64,9 @@ templates.env.globals.update(
     sentence_mark=render.sentence_mark,
     word_highlight=render.word_highlight,
     model_bars=render.model_bars,
-    calibration_svg=render.calibration_svg,
-    learning_curve_svg=render.learning_curve_svg,
-    histogram_svg=render.histogram_svg,
+    calibration_svg=charts.calibration_svg,
+    learning_curve_svg=charts.learning_curve_svg,
+    histogram_svg=charts.histogram_svg,
     stability_reading=stability_reading,
     DISPLAY_NAMES=DISPLAY_NAMES,
     SENTENCE_WINDOWS=SENTENCE_WINDOWS,

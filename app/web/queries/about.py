@@ -159,7 +159,7 @@ def build_progress(run: Run) -> str | None:
 def learning_curve(record: dict, steps: dict) -> dict | None:
     """The run's learning curve (``model.curve``) and its ``markers``: a distill build's served
     BERT and its teacher, single points beside the curve of BERT on labels alone
-    (``render.learning_curve_svg`` draws them all)."""
+    (``charts.learning_curve_svg`` draws them all)."""
     curve = record["metrics"].get(LEARNING_CURVE)
     if not curve:
         return None
