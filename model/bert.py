@@ -4,6 +4,8 @@ Training follows the playbook of Howard & Ruder (ULMFiT) and Sun et al. (2019):
 slanted triangular learning rates, optional discriminative (layer-wise) rates
 and gradual unfreezing, and head-plus-tail truncation of long reviews.
 Mixed precision: float16 on CUDA, bfloat16 on CPUs that support it.
+
+Over 400 lines: one model class, with the training loop and the inference that share its state.
 """
 
 import logging

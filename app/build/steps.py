@@ -5,6 +5,8 @@ and pseudo-labels unlabeled reviews before it trains the served BERT model. ``ap
 The per-review steps (predict, explain) find the reviews that still lack their rows and
 commit in small batches, so a killed build redoes at most one batch. Their work is
 ``app.build.review_work``'s, computed in this process or on Ray (``app.build.work_engines``, ``--engine``).
+
+Over 400 lines: every step of the build, each a small class, in the order they run.
 """
 
 import logging
