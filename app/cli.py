@@ -18,9 +18,9 @@ from pathlib import Path
 
 from pydantic import SecretStr, ValidationError
 
-from app.build.summary import summary
 from app.db import database_problem, display_url, make_engine
 from app.logs import configure_logging, quiet_transformers
+from app.offline.summary import summary
 from app.settings import ApiLimits, BuildEngine, Compute, Pages, Server, Settings, Storage
 from app.web.export import WRITERS
 from model.config import ConfigGroup, LimeConfig, Sources
@@ -112,7 +112,7 @@ def explained(error: Exception) -> bool:
     """Whether ``error`` says in one sentence what went wrong, so that no traceback is needed."""
     if isinstance(error, CommandError):
         return True
-    from app.build.pipeline import BuildError  # imports torch: only when it can be one
+    from app.offline.pipeline import BuildError  # imports torch: only when it can be one
     from model.bert import DeviceUnavailable
     from model.checkpoints import CheckpointError
     from model.data import DataError
@@ -121,8 +121,8 @@ def explained(error: Exception) -> bool:
 
 
 def build(settings: Settings) -> int:
-    from app.build.pipeline import Pipeline
-    from app.build.steps import build_steps
+    from app.offline.pipeline import Pipeline
+    from app.offline.steps import build_steps
 
     quiet_transformers()
     record = Pipeline(settings, build_steps).run()
@@ -131,7 +131,7 @@ def build(settings: Settings) -> int:
 
 
 def report(settings: Settings, as_json: bool = False) -> int:
-    from app.build.pipeline import report as run_report
+    from app.offline.pipeline import report as run_report
 
     record = run_report(existing_engine(settings))
     print(json.dumps(record, indent=2) if as_json else summary(record, settings))
@@ -228,8 +228,8 @@ def up(settings: Settings) -> int:
 
 def build_for_the_site(settings: Settings) -> list[str]:
     """Run the build up to the last step the site needs; the steps still to do after it."""
-    from app.build.pipeline import Pipeline
-    from app.build.steps import LAST_STEP_OF_THE_SITE, build_steps
+    from app.offline.pipeline import Pipeline
+    from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps
 
     quiet_transformers()
     pipeline = Pipeline(settings, build_steps)

@@ -4,7 +4,7 @@
 next to the code it configures. Every field is an environment variable
 ``TEXTFLIX_<NAME>`` and, for the commands whose groups include it, a flag ``--<name>``
 (``app.cli``). The fields of the groups that ``shapes_build`` make up the build config:
-the run record stores it, and a rerun with other values is refused (``app.build.pipeline``).
+the run record stores it, and a rerun with other values is refused (``app.offline.pipeline``).
 Adding a setting is adding a field to its group.
 """
 
@@ -58,7 +58,7 @@ class Compute(ConfigGroup):
 
 
 class BuildEngine(ConfigGroup):
-    """Where the per-review build steps compute (app.build.work_engines). Not part of the build config:
+    """Where the per-review build steps compute (app.offline.work_engines). Not part of the build config:
     both engines write the same rows, so a build may resume under the other one."""
 
     engine: Literal["local", "ray"] = Field(

@@ -18,9 +18,9 @@ import argparse
 import statistics
 from pathlib import Path
 
-from app.build.pipeline import Pipeline
+from app.offline.pipeline import Pipeline
+from app.offline.steps import build_steps
 from app.settings import Settings
-from app.build.steps import build_steps
 from model.config import CLS, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
 from model.lengths import BAND_NAMES
 from model.names import CATALOGUE, EVAL, LENGTHS, MAIN_MODEL, NBSVM, SST2, TEACHER

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("app", "model")
-BUILD, WEB = "app.build", "app.web"
+OFFLINE, WEB = "app.offline", "app.web"
 MAP_HEADING = "How the code is laid out"
 SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
 
@@ -62,8 +62,8 @@ def test_model_imports_nothing_of_app():
 
 
 def test_the_build_and_the_web_server_do_not_import_each_other():
-    assert not arrows(BUILD, WEB)
-    assert not arrows(WEB, BUILD)
+    assert not arrows(OFFLINE, WEB)
+    assert not arrows(WEB, OFFLINE)
 
 
 def test_the_pages_and_the_json_api_do_not_import_each_other():
@@ -72,8 +72,8 @@ def test_the_pages_and_the_json_api_do_not_import_each_other():
 
 
 def test_the_core_imports_neither_the_build_nor_the_web_server_but_the_command_line_does():
-    core = [m for m in MODULES if within(m, "app") and not within(m, BUILD) and not within(m, WEB) and m != "app.cli"]
-    assert [f"{m} -> {t}" for m in core for t in GRAPH[m] if within(t, BUILD) or within(t, WEB)] == []
+    core = [m for m in MODULES if within(m, "app") and not within(m, OFFLINE) and not within(m, WEB) and m != "app.cli"]
+    assert [f"{m} -> {t}" for m in core for t in GRAPH[m] if within(t, OFFLINE) or within(t, WEB)] == []
 
 
 def test_no_import_cycle():

@@ -302,7 +302,7 @@ def test_bad_settings_are_reported(tmp_path, capsys):
 def test_the_curve_trains_bert_beyond_the_training_size_on_cuda_only(device, bert_sizes):
     import torch
 
-    from app.build.steps import LearningCurve
+    from app.offline.steps import LearningCurve
 
     build = SimpleNamespace(settings=SimpleNamespace(train_size=24), device=torch.device(device))
     assert [size for size in (12, 24, 48) if LearningCurve.trains(build, "bert", size)] == bert_sizes
@@ -340,8 +340,8 @@ def test_build_on_postgresql(tmp_path, real_subset_archive):
 
 
 def test_a_corrupt_model_is_named_with_what_to_do(tmp_path):
-    from app.build.pipeline import BuildError, Pipeline
-    from app.build.steps import build_steps
+    from app.offline.pipeline import BuildError, Pipeline
+    from app.offline.steps import build_steps
     from app.settings import Settings
 
     model_dir = tmp_path / "models" / "nbsvm"

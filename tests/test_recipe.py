@@ -13,8 +13,8 @@ import time
 import pytest
 import torch
 
-from app.build.pipeline import Pipeline, concrete_recipe
 from app.db import Run, make_engine, migrate, session_scope
+from app.offline.pipeline import Pipeline, concrete_recipe
 from app.settings import Settings
 from model.config import DISTILL, MINILM, MPNET, PLAIN
 from model.data import RawReview, read_unlabeled, sample_unlabeled

@@ -8,9 +8,9 @@ import sqlite3
 import pytest
 from pydantic import Field
 
-from app.build.pipeline import BuildError, Pipeline
-from app.build.steps import ReadData, Train
 from app.cli import parser
+from app.offline.pipeline import BuildError, Pipeline
+from app.offline.steps import ReadData, Train
 from app.settings import Settings
 from model.config import NbsvmConfig
 from model.names import MODEL_META_FILE, NBSVM

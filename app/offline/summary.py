@@ -1,4 +1,4 @@
-"""A run record (``app.build.pipeline.report``) as one screen of text: what was built, how well
+"""A run record (``app.offline.pipeline.report``) as one screen of text: what was built, how well
 each model does, how long each step took; ``textflix build``, ``up`` and ``report`` print it."""
 
 from app.db import display_url

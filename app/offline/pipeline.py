@@ -1,6 +1,6 @@
 """The offline pipeline's machinery: a list of steps, a run record, resume.
 
-A build is a list of ``Step`` objects (``app.build.steps.build_steps``) run in order. Each step
+A build is a list of ``Step`` objects (``app.offline.steps.build_steps``) run in order. Each step
 declares its name and what it reads and writes, and records itself in the run record
 (``Run.steps``) when it finishes; a rerun skips the recorded ones, and the per-review
 steps commit in small batches, so a killed build resumes where it stopped and a
@@ -91,7 +91,7 @@ class Step:
 class Pipeline:
     """Runs a build's steps against the database of ``settings``; the steps share what it holds.
 
-    ``steps`` is the list, or a function of the recipe that makes it (``app.build.steps.build_steps``):
+    ``steps`` is the list, or a function of the recipe that makes it (``app.offline.steps.build_steps``):
     with --recipe auto the recipe is known only once ``run`` has read the database's run record."""
 
     def __init__(self, settings: Settings, steps: Sequence[Step] | StepsOfRecipe, progress: bool = True):

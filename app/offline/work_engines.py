@@ -1,8 +1,8 @@
 """Where the per-review steps compute: in this process (``--engine local``, the default) or
 as a Ray Data pipeline (``--engine ray``, ``pip install -e '.[ray]'``).
 
-Both engines compute the units of ``app.build.review_work`` with ``app.build.review_work.Worker`` and write the
-results with ``app.build.review_work.write_results``, each batch in its own transaction on the driver
+Both engines compute the units of ``app.offline.review_work`` with ``app.offline.review_work.Worker`` and write the
+results with ``app.offline.review_work.write_results``, each batch in its own transaction on the driver
 (this process), so they write the same rows, and a build may resume under the other
 engine. The Ray engine puts the units in a dataset of small blocks, ``map_batches`` them
 through an actor pool (one actor per CPU, or per GPU when the cluster has GPUs; each loads
@@ -24,10 +24,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.build.pipeline import BuildError, Pipeline
-from app.build.review_work import Task, Worker, reviews_in, units, write_results
 from app.db import session_scope
 from app.logs import quiet_transformers
+from app.offline.pipeline import BuildError, Pipeline
+from app.offline.review_work import Task, Worker, reviews_in, units, write_results
 from model.config import LimeConfig, WordLimeConfig
 from model.trained import load_trained, model_dir
 
@@ -195,7 +195,7 @@ def packed_models(build: Pipeline, names: Sequence[str]) -> dict[str, dict[str, 
 
 class RayWorker:
     """One actor of the pool: unpacks the models' files, loads each model once, then computes
-    the units of each block it is given with ``app.build.review_work.Worker``."""
+    the units of each block it is given with ``app.offline.review_work.Worker``."""
 
     def __init__(
         self, models, names: list[str], device: str, cpu_int8: bool, lime: LimeConfig, word_lime: WordLimeConfig

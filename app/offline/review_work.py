@@ -5,7 +5,7 @@ one level), each cut into *units*: plain, JSON-ready dicts that carry all a comp
 needs (a chunk of review texts to score, or one review with its sentences to explain), so
 that computing them needs no database. ``Worker`` turns units into *results*, plain dicts
 again, loading each model once; ``write_results`` adds results to a database session.
-The in-process engine and the Ray engine (``app.build.work_engines``) call exactly these, so both
+The in-process engine and the Ray engine (``app.offline.work_engines``) call exactly these, so both
 write the same rows; only where the units are computed differs.
 
 A review's rows are written in one transaction with the rest of its batch, and a unit is

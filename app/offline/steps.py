@@ -1,10 +1,10 @@
 """The steps of ``textflix build``, in order: data, one training step per model, predict,
 explain, evaluate, learning curve (``build_steps``); the distill recipe trains a teacher
-and pseudo-labels unlabeled reviews before it trains the served BERT model. ``app.build.pipeline`` runs them.
+and pseudo-labels unlabeled reviews before it trains the served BERT model. ``app.offline.pipeline`` runs them.
 
 The per-review steps (predict, explain) find the reviews that still lack their rows and
 commit in small batches, so a killed build redoes at most one batch. Their work is
-``app.build.review_work``'s, computed in this process or on Ray (``app.build.work_engines``, ``--engine``).
+``app.offline.review_work``'s, computed in this process or on Ray (``app.offline.work_engines``, ``--engine``).
 
 Over 400 lines: every step of the build, each a small class, in the order they run.
 """
@@ -27,9 +27,9 @@ from app.db import (
     Sentence,
     session_scope,
 )
-from app.build.work_engines import run_tasks
-from app.build.pipeline import BuildError, Pipeline, Step
-from app.build.review_work import EXPLAIN_TASKS, PREDICT_TASKS, Task
+from app.offline.pipeline import BuildError, Pipeline, Step
+from app.offline.review_work import EXPLAIN_TASKS, PREDICT_TASKS, Task
+from app.offline.work_engines import run_tasks
 from model.artifacts import read_meta, saved_fingerprint, update_meta
 from model.bert import OFFSET, OFFSET_PER, TEMPERATURE, BertClassifier, gold_targets
 from model.config import (
