@@ -4,6 +4,8 @@ A session fixture (``api_data_dir``, in conftest) trains NB-SVM on 60 real revie
 fine-tunes the packaged MiniLM for one epoch on 8 (max length 64), next to the page-test
 database (``web_fixtures``); a uvicorn server in a thread serves that app for the tests.
 Bad input, auth and a missing model use their own small apps with ``TestClient``.
+
+Over 400 lines: a test per behaviour of the JSON API, all over the one pair of trained models.
 """
 
 import asyncio

@@ -3,6 +3,8 @@
 Needs Debian's chromium (``apt-get install chromium``) at /usr/bin/chromium or at
 ``$TEXTFLIX_CHROMIUM``; without it these tests are skipped. Screenshots of every page,
 with Analyze off and on, at desktop and phone width, go to test-artifacts/screenshots.
+
+Over 400 lines: a test per page or control that only a browser can check.
 """
 
 import os

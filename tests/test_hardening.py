@@ -3,6 +3,8 @@
 The analyzer here is the real ``ModelAnalyzer`` (micro-batchers, LIME, admission, cancellation)
 over two tiny stand-in models that score cue words and take a fixed time per call, so that
 the tests can make the server busy on purpose.
+
+Over 400 lines: a test per hostile or careless request, each kind of which the server must survive.
 """
 
 import asyncio

@@ -2,6 +2,8 @@
 
 Expected figures come from the database itself (plain SQL in ``web_fixtures.web_facts``),
 never from the code under test.
+
+Over 400 lines: a test per behaviour of every page, all over the one fixture database.
 """
 
 import logging

@@ -8,6 +8,8 @@ with character spans and LIME weights for both models, NB-SVM word weights, trai
 and evaluation reviews the pages must not show, and a run record with metrics.
 
 Import the fixtures into a test module: ``from tests.web_fixtures import web_client``.
+
+Over 400 lines: the fixture database row by row, and the figures the tests expect read from it.
 """
 
 import time
