@@ -45,10 +45,13 @@ DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 360, "height": 740}
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason=f"Chromium is not installed at {CHROMIUM} (apt-get install chromium, or set TEXTFLIX_CHROMIUM)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason=f"Chromium is not installed at {CHROMIUM} (apt-get install chromium, or set TEXTFLIX_CHROMIUM)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

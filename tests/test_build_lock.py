@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
@@ -25,6 +26,8 @@ from app.settings import Settings
 from app.web.main import create_app
 from tests.conftest import ROOT, empty_postgresql
 from tests.test_pipeline import SMALL, count
+
+pytestmark = pytest.mark.slow  # each test runs real builds
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 

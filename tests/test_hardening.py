@@ -118,6 +118,7 @@ def test_the_longest_review_of_the_archive_is_explained_under_the_default_limits
         assert len(response.json()["results"][0]["sentences"]) == 155
 
 
+@pytest.mark.slow
 def test_an_explanation_does_not_hold_all_its_texts_at_once():
     from model.explain import explain_sentences
 
@@ -792,6 +793,7 @@ PAGE_PATHS = ["/", "/index.json", "/disagreements", "/disagreements.json", "/abo
 QUERY_KEYS = ["analyze", "accuracy", "compare", "sort", "wrong", "text", "page", "per_page"]
 
 
+@pytest.mark.slow
 def test_no_generated_page_request_gets_a_server_error(web_database):
     """Hypothesis sends GETs to every page with odd ids and query strings, and odd POSTs to /analyze."""
     from urllib.parse import quote, urlencode

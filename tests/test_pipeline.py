@@ -55,6 +55,7 @@ def build_args(tmp_path, archive, *extra) -> list[str]:
     return ["build", "--imdb", str(archive), "--data-dir", str(tmp_path / "data"), *SMALL, *extra]
 
 
+@pytest.mark.slow
 def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     needs_shared_data()
     sst2 = tmp_path / "sst2_dev.tsv"  # a handful of SST-2's one-line reviews, as an evaluation set
@@ -139,6 +140,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
         assert row["word_explanation"]["samples"] == 20
 
 
+@pytest.mark.slow
 def test_killed_build_resumes_without_redoing_work(tmp_path, real_subset_archive):
     db = tmp_path / "data" / "textflix.db"
     command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive)]
@@ -229,6 +231,7 @@ def stop(process: subprocess.Popen) -> None:
     process.wait()
 
 
+@pytest.mark.slow
 def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tmp_path, real_subset_archive):
     db = tmp_path / "data" / "textflix.db"
     port = free_port()
@@ -323,6 +326,7 @@ def test_rebuild_with_other_settings_is_refused(tmp_path, real_subset_archive, c
     assert "was built with other settings" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_build_on_postgresql(tmp_path, real_subset_archive):
     """The same build on PostgreSQL, given a server in TEXTFLIX_TEST_POSTGRES_URL."""
     from sqlalchemy import create_engine, text

@@ -66,6 +66,7 @@ def test_unlabeled_reviews_leave_out_copies_of_labelled_ones(tmp_path):
     assert len(sample_unlabeled(unlabeled, 5, 7)) == 2
 
 
+@pytest.mark.slow
 def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, archive_with_a_test_copy):
     archive, test_text = archive_with_a_test_copy
     data = tmp_path / "data"
