@@ -173,6 +173,7 @@ def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch(pooling, enco
     assert not torch.equal(after["classifier.weight"], start["classifier.weight"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pooling, encoder", [("cls", "bert"), ("sentences", "encoder")])
 def test_frozen_layers_are_run_once_and_read_as_the_whole_model_reads(pooling, encoder):
     config = BertConfig(base_model=MINILM, epochs=1, batch_size=2, max_length=32, frozen_layers=4, pooling=pooling)
