@@ -51,7 +51,7 @@ COPY static static
 # Editable: the site finds templates/ and static/ beside the app package, in /app.
 RUN pip install --no-deps -e . && rm -rf textflix.egg-info build \
     && python -m compileall -q app model \
-    && python -c "import torch, psycopg, app.main; print('torch', torch.__version__, 'psycopg', psycopg.__version__)" \
+    && python -c "import torch, psycopg, app.web.main; print('torch', torch.__version__, 'psycopg', psycopg.__version__)" \
     && mkdir data && chown textflix:textflix data
 
 USER textflix

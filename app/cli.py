@@ -18,12 +18,12 @@ from pathlib import Path
 
 from pydantic import SecretStr, ValidationError
 
-from app.db import display_url
-from app.export import WRITERS
+from app.db import database_problem, display_url, make_engine
+from app.logs import configure_logging, quiet_transformers
+from app.offline.summary import summary
 from app.settings import ApiLimits, BuildEngine, Compute, Pages, Server, Settings, Storage
-from model.config import DISTILL, ConfigGroup, LimeConfig, Sources
-from model.curve import LEARNING_CURVE, point_text
-from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MAIN_MODEL, MODELS, TEACHER, TRAIN
+from app.web.export import WRITERS
+from model.config import ConfigGroup, LimeConfig, Sources
 
 FLAG_NAMES = {"database_url": "--database"}
 # Each command takes the flags of these groups; "build" also takes every group that shapes the build.
@@ -108,16 +108,11 @@ def main(argv: list[str] | None = None, settings_type: type[Settings] = Settings
         return 1
 
 
-def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-
-
 def explained(error: Exception) -> bool:
     """Whether ``error`` says in one sentence what went wrong, so that no traceback is needed."""
     if isinstance(error, CommandError):
         return True
-    from app.pipeline import BuildError  # imports torch: only when it can be one
+    from app.offline.pipeline import BuildError  # imports torch: only when it can be one
     from model.bert import DeviceUnavailable
     from model.checkpoints import CheckpointError
     from model.data import DataError
@@ -126,8 +121,8 @@ def explained(error: Exception) -> bool:
 
 
 def build(settings: Settings) -> int:
-    from app.pipeline import Pipeline
-    from app.steps import build_steps
+    from app.offline.pipeline import Pipeline
+    from app.offline.steps import build_steps
 
     quiet_transformers()
     record = Pipeline(settings, build_steps).run()
@@ -136,7 +131,7 @@ def build(settings: Settings) -> int:
 
 
 def report(settings: Settings, as_json: bool = False) -> int:
-    from app.pipeline import report as run_report
+    from app.offline.pipeline import report as run_report
 
     record = run_report(existing_engine(settings))
     print(json.dumps(record, indent=2) if as_json else summary(record, settings))
@@ -158,7 +153,7 @@ def uvicorn_options(settings: Settings) -> dict:
 def serve(settings: Settings) -> int:
     import uvicorn
 
-    from app.main import create_app
+    from app.web.main import create_app
 
     quiet_transformers()
     if settings.workers == 1:
@@ -181,7 +176,7 @@ def serve(settings: Settings) -> int:
 
 def worker_app():
     """The app of one worker process of ``serve --workers N``, with the settings ``serve`` left in the environment."""
-    from app.main import create_app
+    from app.web.main import create_app
 
     configure_logging()
     quiet_transformers()
@@ -233,8 +228,8 @@ def up(settings: Settings) -> int:
 
 def build_for_the_site(settings: Settings) -> list[str]:
     """Run the build up to the last step the site needs; the steps still to do after it."""
-    from app.pipeline import Pipeline
-    from app.steps import LAST_STEP_OF_THE_SITE, build_steps
+    from app.offline.pipeline import Pipeline
+    from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps
 
     quiet_transformers()
     pipeline = Pipeline(settings, build_steps)
@@ -296,10 +291,7 @@ COMMAND_FUNCTIONS = {"build": build, "report": report, "serve": serve, "up": up,
 
 def existing_engine(settings: Settings):
     """The engine of the database, which must exist (``CommandError`` says how to build it)."""
-    from app.db import make_engine
-    from app.main import database_problem
-
-    problem = database_problem(settings)
+    problem = database_problem(settings.database)
     if problem:
         raise CommandError(problem)
     return make_engine(settings.database)
@@ -320,85 +312,6 @@ def output_stream(path: Path | None):
         raise CommandError(f"Cannot write {path}: {error.strerror or error}.") from None
     finally:
         partial.unlink(missing_ok=True)
-
-
-def quiet_transformers() -> None:
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-
-
-def recipe_line(record: dict) -> str:
-    """How the served BERT was made, in a few words."""
-    steps = record.get("steps", {})
-    student, teacher = steps.get(MAIN_MODEL, {}), steps.get(TEACHER, {})
-    if student.get("recipe") == DISTILL:
-        made = (f"recipe distill: {student['labelled']:,} labels plus {student['teacher_labelled']:,} unlabeled "
-                f"reviews labelled by the teacher {teacher.get('base_model', '')}")  # fmt: skip
-    else:
-        made = "recipe plain (stronger, from the same labels: --recipe distill, see README)"
-    calibration = steps.get("calibrate", {})
-    offset, temperature = calibration.get("offset"), calibration.get("temperature")
-    per = f" per {calibration['offset_per']}" if "offset_per" in calibration else ""
-    made += f", offset {offset:+.2f}{per}" if offset else ""
-    return made + (f", temperature {temperature:.2f}" if temperature else "")
-
-
-def summary(record: dict, settings: Settings) -> str:
-    """One screen: what was built, how well each model does, how long each step took."""
-    counts = record["counts"]
-    lines = [
-        f"Textflix run {record['run_id']} ({record['status']}) in {display_url(settings.database)}",
-        f"  base model {record['base_model']}, seed {record['seed']}, {recipe_line(record)}",
-        f"  {counts.get(TRAIN, 0):,} training reviews · {counts.get(CATALOGUE, 0):,} catalogue "
-        f"reviews of {counts.get('titles', 0)} titles · {counts.get(EVAL, 0):,} evaluation reviews",
-        "",
-        f"  {'model':8} {'set':10} {'accuracy':>8} {'F1':>6} {'ECE':>6}",
-    ]
-    metrics = record["metrics"]
-    for model in (*MODELS, TEACHER):
-        for split, m in metrics.get(model, {}).items():
-            lines.append(
-                f"  {model:8} {split:10} {m['accuracy']:8.3f} {m['f1']:6.3f} {m['ece']:6.3f}"
-            )
-    if lengths := metrics.get(LENGTHS):
-        lines += ["", *length_lines(lengths)]
-    if curve := metrics.get(LEARNING_CURVE):
-        lines += ["", *curve_lines(curve)]
-    timings = record["timings"]
-    lines += [
-        "",
-        "  " + " · ".join(f"{step} {seconds:,.0f} s" for step, seconds in timings.items())
-        + f" · total {sum(timings.values()):,.0f} s",
-    ]
-    return "\n".join(lines)
-
-
-def length_lines(lengths: dict) -> list[str]:
-    """The length table (``model.lengths``): a row per band of sentences, accuracy per model."""
-    lines = [
-        "  accuracy by length, evaluation reviews whole and cut (sentences)",
-        f"  {'band':>8} {'texts':>7} " + " ".join(f"{DISPLAY_NAMES[model]:>8}" for model in MODELS),
-    ]
-    for i, band in enumerate(lengths["bands"]):
-        values = (lengths[model][i] for model in MODELS)
-        row = " ".join("       –" if value is None else f"{value:8.3f}" for value in values)
-        lines.append(f"  {band:>8} {lengths['n'][i]:>7,} {row}")
-    return lines
-
-
-def curve_lines(curve: dict) -> list[str]:
-    """The learning curve as a table: a row per training-set size, mean ± std per model."""
-    spread = f", mean ± std over {curve['seeds']} seeds" if curve["seeds"] > 1 else ""
-    lines = [
-        f"  learning curve, evaluation accuracy{spread} (–: not trained)",
-        f"  {'reviews':>8} " + " ".join(f"{DISPLAY_NAMES[model]:>15}" for model in MODELS),
-    ]
-    for i, size in enumerate(curve["sizes"]):
-        points = (point_text(curve[model]["mean"][i], curve[model]["std"][i]) for model in MODELS)
-        lines.append(f"  {size:>8,} " + " ".join(f"{point:>15}" for point in points))
-    return lines
 
 
 if __name__ == "__main__":

@@ -183,7 +183,7 @@ class PseudoLabel(Base):
 
 class CatalogueVersion(Base):
     """One row: a number that the database's triggers move whenever movies, reviews,
-    predictions or explanations change (migration 0004; ``app.catalogue_cache``)."""
+    predictions or explanations change (migration 0004; ``app.web.catalogue_cache``)."""
 
     __tablename__ = "catalogue_version"
 
@@ -260,6 +260,14 @@ def sqlite_path(url: str) -> Path | None:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         return Path(parsed.database)
+    return None
+
+
+def database_problem(url: str) -> str | None:
+    """Why the database at ``url`` cannot be read, in one sentence, or None when it can."""
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return f"No database at {path}: run `textflix build` to create it."
     return None
 
 

@@ -4,7 +4,7 @@
 next to the code it configures. Every field is an environment variable
 ``TEXTFLIX_<NAME>`` and, for the commands whose groups include it, a flag ``--<name>``
 (``app.cli``). The fields of the groups that ``shapes_build`` make up the build config:
-the run record stores it, and a rerun with other values is refused (``app.pipeline``).
+the run record stores it, and a rerun with other values is refused (``app.offline.pipeline``).
 Adding a setting is adding a field to its group.
 """
 
@@ -53,12 +53,12 @@ class Compute(ConfigGroup):
         False,
         description="Run BERT's linear layers in int8 where it runs on the CPU (dynamic quantization, one text "
         "per forward pass): a short review answers in 2/3 of the time, 97.6 per cent of labels as in float32, LIME "
-        "about 13 per cent slower (README, Serving speed).",
+        "about 13 per cent slower (scripts/README.md, Serving speed).",
     )
 
 
 class BuildEngine(ConfigGroup):
-    """Where the per-review build steps compute (app.engines). Not part of the build config:
+    """Where the per-review build steps compute (app.offline.work_engines). Not part of the build config:
     both engines write the same rows, so a build may resume under the other one."""
 
     engine: Literal["local", "ray"] = Field(

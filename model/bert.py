@@ -4,6 +4,8 @@ Training follows the playbook of Howard & Ruder (ULMFiT) and Sun et al. (2019):
 slanted triangular learning rates, optional discriminative (layer-wise) rates
 and gradual unfreezing, and head-plus-tail truncation of long reviews.
 Mixed precision: float16 on CUDA, bfloat16 on CPUs that support it.
+
+Over 400 lines: one model class, with the training loop and the inference that share its state.
 """
 
 import logging
@@ -36,7 +38,7 @@ STLR_CUT_FRAC = 0.1  # share of the steps spent warming up (Howard & Ruder's cut
 STLR_RATIO = 32.0  # peak learning rate / lowest learning rate
 MEAN_POOLED_HEAD_FILE = "mean_pooled_head.safetensors"
 TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
-OFFSET = "offset"  # and of the offset added to its log-odds (app.steps.Calibrate)
+OFFSET = "offset"  # and of the offset added to its log-odds (app.offline.steps.Calibrate)
 OFFSET_PER = "offset_per"  # and of how often it is added (model.config.CalibrationConfig)
 log = logging.getLogger("textflix")
 
@@ -305,9 +307,9 @@ class BertClassifier:
         # (scripts/bench_lime.py), large on CUDA.
         self.max_tokens = max_tokens or (65536 if device.type == "cuda" else 2048)
         # Scores are divided by it before the softmax (temperature scaling, Guo et al. 2017);
-        # app.steps.Calibrate fits it on held-out folds of the training reviews.
+        # app.offline.steps.Calibrate fits it on held-out folds of the training reviews.
         self.temperature = temperature
-        # Added to the log-odds of "positive": app.steps.Calibrate fits it on unlabeled reviews, so
+        # Added to the log-odds of "positive": app.offline.steps.Calibrate fits it on unlabeled reviews, so
         # that the model reads them as positive as often as the training reviews are. It is added
         # once per sentence a sentence model reads (``offset_per``; ``raw_scores``'s units).
         self.offset = offset
@@ -535,7 +537,7 @@ class BertClassifier:
 def int8_linears(model: torch.nn.Module) -> torch.nn.Module:
     """``model`` for inference with every linear layer in int8: weights quantized once, per
     output channel, activations as they come (dynamic quantization; fbgemm's kernels). How
-    much faster and how close to float32: README, Serving speed.
+    much faster and how close to float32: scripts/README.md, Serving speed.
 
     ``torch.ao.quantization`` is deprecated in favour of torchao, whose int8 layers ran 2x
     slower than float32 here without ``torch.compile``; it stays while the pinned torch has it."""

@@ -6,7 +6,7 @@ directory of its own (so a killed run resumes: run it again). One line per varia
 evaluation accuracy, ECE and catalogue accuracy as mean ± standard deviation over the
 seeds, the median wall time of the training steps, and the teacher's accuracy where there
 is one. Every variant gets the build's calibration (``--set prior_reviews=0
-calibration_folds=0`` leaves BERT as trained, as the README's earlier figures were measured).
+calibration_folds=0`` leaves BERT as trained, as model/README.md's earlier figures were measured).
 
     HF_HUB_OFFLINE=1 python scripts/ablation.py --work-dir /tmp/ablation --seeds 42 43 44 \\
         --variants plain-minilm distill-minilm [--set eval_size=600 ...]
@@ -16,17 +16,14 @@ On 2 CPU cores a MiniLM variant takes about 5 minutes a seed, MPNet ones 20 minu
 
 import argparse
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app.pipeline import Pipeline  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from app.steps import build_steps  # noqa: E402
-from model.config import CLS, DISTILL, MINILM, MPNET, PLAIN, SENTENCES  # noqa: E402
-from model.lengths import BAND_NAMES  # noqa: E402
-from model.names import CATALOGUE, EVAL, LENGTHS, MAIN_MODEL, NBSVM, SST2, TEACHER  # noqa: E402
+from app.offline.pipeline import Pipeline
+from app.offline.steps import build_steps
+from app.settings import Settings
+from model.config import CLS, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
+from model.lengths import BAND_NAMES
+from model.names import CATALOGUE, EVAL, LENGTHS, MAIN_MODEL, NBSVM, SST2, TEACHER
 
 # Whole-text models as they were measured, before the build's default became the sentence model.
 WHOLE_TEXT = {"pooling": CLS, "epochs": 4}

@@ -6,7 +6,7 @@ DIR is a finished build's data directory (its trained models and its SQLite data
 each engine (in-process, and a local Ray started for each measurement) and each task
 (predict with each model; explain: sentence LIME of each model, word LIME of NB-SVM), the
 pending rows of a sample of reviews are computed and written into a scratch copy of the
-database through ``app.engines.run_tasks``, the code ``textflix build`` runs, and timed:
+database through ``app.offline.work_engines.run_tasks``, the code ``textflix build`` runs, and timed:
 
 - reviews per second, from the call to its return (for Ray: starting Ray, the actors and
   their models included, as a build step does);
@@ -27,8 +27,8 @@ Each figure is the median of ``--repeats`` runs. Explain uses the LIME settings 
 (default: the build defaults, 512 samples per sentence run, 300 per word run). Then the rows
 per second written to SQLite and to PostgreSQL (``--postgres``, default
 TEXTFLIX_TEST_POSTGRES_URL; a database whose Textflix tables are dropped and made again), in
-the batches the build writes (``app.work.write_results``, one transaction per batch).
-Finally the per-review costs are printed as a capacity model (see the README's "Scaling out").
+the batches the build writes (``app.offline.review_work.write_results``, one transaction per batch).
+Finally the per-review costs are printed as a capacity model (see scripts/README.md, "Scaling out, measured").
 """
 
 import argparse
@@ -44,12 +44,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported (through model.bert)
 
 from sqlalchemy import delete, func, select, text  # noqa: E402
 
-from app import engines, work  # noqa: E402
 from app.db import (  # noqa: E402
     Base,
     Explanation,
@@ -64,14 +62,15 @@ from app.db import (  # noqa: E402
     migrate,
     session_scope,
 )
-from app.pipeline import Pipeline  # noqa: E402
+from app.offline import review_work, work_engines  # noqa: E402
+from app.offline.pipeline import Pipeline  # noqa: E402
+from app.offline.review_work import PREDICT_CHUNK, Task, write_results  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from app.work import PREDICT_CHUNK, Task, write_results  # noqa: E402
 from model.names import BERT, NBSVM, SENTENCE, WORD  # noqa: E402
 
 OUTPUT_TABLES = (SentenceWeight, WordWeight, Explanation, Prediction)
 ONE_THREAD = "local1"  # --engines: the in-process engine with torch on one thread, as in a Ray actor
-EXPLAIN_BLOCK = 4  # app.steps.EXPLAIN_BLOCK
+EXPLAIN_BLOCK = 4  # app.offline.steps.EXPLAIN_BLOCK
 
 
 def scratch_pipeline(data_dir: Path, database: Path, engine: str, lime: dict) -> Pipeline:
@@ -102,7 +101,7 @@ def timed_run(build: Pipeline, task: Task, ids: list[int]) -> dict:
     and CPU seconds of this process per review."""
     clear(build)
     started, cpu = time.perf_counter(), time.process_time()
-    facts = engines.run_tasks(build, [(task, ids)], per_block=1 if task.level is None else EXPLAIN_BLOCK)
+    facts = work_engines.run_tasks(build, [(task, ids)], per_block=1 if task.level is None else EXPLAIN_BLOCK)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     return {"seconds": seconds, "cpu_per_review": cpu / len(ids), "facts": facts}
 
@@ -163,8 +162,8 @@ def measure_engines(args, lime: dict) -> dict:
 def texts_per_explanation(args, lime: dict) -> float:
     """Distinct texts BERT scores per sentence explanation (both LIME runs and the faithfulness
     checks share them): what a GPU would score per review."""
-    from app.engines import settings_worker
-    from app.work import units
+    from app.offline.review_work import units
+    from app.offline.work_engines import settings_worker
 
     with tempfile.TemporaryDirectory(prefix="textflix-bench-") as folder:
         database = Path(folder) / "scratch.db"
@@ -363,7 +362,7 @@ def main() -> int:
         print("\n".join(capacity(report, rows_per_review(args.data_dir))))
         return 0
     args.engines = args.engines.split(",")
-    work.PREDICT_CHUNK = args.predict_chunk  # read where the driver cuts the units
+    review_work.PREDICT_CHUNK = args.predict_chunk  # read where the driver cuts the units
     logging.basicConfig(level=logging.WARNING)
     lime = {"lime_samples": args.lime_samples, "word_lime_samples": args.word_lime_samples}
     print(f"{os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}; LIME {args.lime_samples} samples "

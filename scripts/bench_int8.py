@@ -13,19 +13,16 @@ import argparse
 import random
 import sqlite3
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from model.bert import BertClassifier  # noqa: E402
-from model.config import LimeConfig  # noqa: E402
-from model.explain import Memoized, lime_sentences, rank_agreement  # noqa: E402
-from model.sentences import split_sentences  # noqa: E402
+from model.bert import BertClassifier
+from model.config import LimeConfig
+from model.explain import Memoized, lime_sentences, rank_agreement
+from model.sentences import split_sentences
 
 SHORT = "A wonderful, moving film. The acting was superb and the ending made me cry all the way home."
 

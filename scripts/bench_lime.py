@@ -13,22 +13,19 @@ build's, and prints its median and the ratio:
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app.db import Review, make_engine, session_scope  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from model.bert import resolve_device  # noqa: E402
-from model.config import LimeConfig  # noqa: E402
-from model.explain import explain_sentences  # noqa: E402
-from model.names import BERT, CATALOGUE  # noqa: E402
-from model.trained import load_trained  # noqa: E402
+from app.db import Review, make_engine, session_scope
+from app.settings import Settings
+from model.bert import resolve_device
+from model.config import LimeConfig
+from model.explain import explain_sentences
+from model.names import BERT, CATALOGUE
+from model.trained import load_trained
 
 
 def seconds(explain) -> float:

@@ -34,12 +34,12 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from app.settings import Settings
+from app.web.analysis import sentence_spans
+from app.web.batching import analysis_cost
+from model.config import LimeConfig
 
-from app.analysis import analysis_cost, sentence_spans  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from bench_api import database_copy, ms, percentile, textflix_server  # noqa: E402
-from model.config import LimeConfig  # noqa: E402
+from bench_api import database_copy, ms, percentile, textflix_server  # scripts/, beside this script
 
 WORDS = (
     "film story acting plot great boring wonderful awful slow funny sad music scenes director cast "

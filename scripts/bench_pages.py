@@ -33,12 +33,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_api import textflix_server  # noqa: E402
-
-from app.db import (  # noqa: E402
+from app.db import (
     Explanation,
     Movie,
     Prediction,
@@ -51,9 +46,9 @@ from app.db import (  # noqa: E402
     make_engine,
     migrate,
 )
-from app.main import create_app  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from model.quality import QUALITY_FIELDS  # noqa: E402
+from app.settings import Settings
+from app.web.main import create_app
+from model.quality import QUALITY_FIELDS
 
 VOCABULARY = (
     "the film story acting plot great boring wonderful awful slow funny sad music scenes "
@@ -209,7 +204,7 @@ def build_database(url: str, titles: int = 50, reviews: int = 1100, seed: int = 
 
 
 def server_ms(response) -> float:
-    """The server's own time for a response, from its ``Server-Timing`` header (``app.timing``)."""
+    """The server's own time for a response, from its ``Server-Timing`` header (``app.web.timing``)."""
     timing = response.headers["server-timing"]
     return float(timing.partition("dur=")[2])
 
@@ -232,6 +227,10 @@ def median_ms(client: TestClient, path: str, requests: int) -> tuple[float, floa
 
 def compare_servers(url: str, checkout: Path, pages: list[tuple[str, str]], requests: int, scratch: Path) -> None:
     """Every page from a server of this checkout and one of ``checkout``, alternating."""
+    # Imported here: the tests import this module as scripts.bench_pages (for build_database),
+    # where bench_api, a script beside it, is not importable by its bare name.
+    from bench_api import textflix_server
+
     data = scratch / "data"  # no models: the pages need none
     data.mkdir()
     servers = {

@@ -39,8 +39,7 @@ from pathlib import Path
 import httpx
 from transformers import AutoTokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_api import catalogue_texts, database_copy, load, run, Server, textflix_server  # noqa: E402
+from bench_api import catalogue_texts, database_copy, load, run, Server, textflix_server  # scripts/, beside this script
 
 CLIENTS = 16
 BASELINE = "baseline pipeline"
@@ -171,7 +170,7 @@ def request_profile(models: dict, data_dir: Path, texts: list[str], url: str) ->
     whatever makes the server's own model calls slower than this process's."""
     import torch
 
-    from app.analysis import ModelAnalyzer
+    from app.web.analysis import ModelAnalyzer
     from app.settings import Settings
 
     nbsvm, bert = models["nbsvm"], models["bert"]

@@ -33,16 +33,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app.db import Review, make_engine, session_scope  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from model.bert import resolve_device  # noqa: E402
-from model.config import LimeConfig  # noqa: E402
-from model.explain import Memoized, explain_sentences, lime_sentences, rank_agreement  # noqa: E402
-from model.quality import is_empty  # noqa: E402
-from model.names import CATALOGUE, DISPLAY_NAMES, MODELS  # noqa: E402
-from model.trained import load_trained  # noqa: E402
+from app.db import Review, make_engine, session_scope
+from app.settings import Settings
+from model.bert import resolve_device
+from model.config import LimeConfig
+from model.explain import Memoized, explain_sentences, lime_sentences, rank_agreement
+from model.quality import is_empty
+from model.names import CATALOGUE, DISPLAY_NAMES, MODELS
+from model.trained import load_trained
 
 COLUMNS = (
     "model", "target", "width", "samples", "R²", "stability", "empty", "norm. comp.", "norm. suff.",

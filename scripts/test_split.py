@@ -10,22 +10,19 @@ On 2 CPU cores MiniLM takes about 10 minutes, MPNet over an hour.
 """
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app.settings import Settings  # noqa: E402
-from model.bert import BertClassifier, resolve_device  # noqa: E402
-from model.config import Sources  # noqa: E402
-from model.data import locate_archive, read_archive  # noqa: E402
-from model.metrics import classification_report  # noqa: E402
-from model.names import MODELS, TEACHER  # noqa: E402
-from model.trained import load_trained, model_dir  # noqa: E402
+from app.settings import Settings
+from model.bert import BertClassifier, resolve_device
+from model.config import Sources
+from model.data import locate_archive, read_archive
+from model.metrics import classification_report
+from model.names import MODELS, TEACHER
+from model.trained import load_trained, model_dir
 
 CHUNK = 256  # reviews per model call, one progress step each
 

@@ -96,6 +96,14 @@ def _short_train_reviews(real_reviews, per_class: int) -> list:
     return [r for pair in zip(chosen["positive"], chosen["negative"]) for r in pair]
 
 
+def pytest_collection_modifyitems(items):
+    """Every test that uses ``api_data_dir`` is slow: the fixture trains both models (about a minute
+    on 2 shared cores), which alone would take a third of the quick run (``pytest -m "not slow"``)."""
+    for item in items:
+        if "api_data_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def api_data_dir(tmp_path_factory, real_reviews) -> Path:
     """A data dir with real trained models (models/nbsvm, models/bert) and the fixture database."""

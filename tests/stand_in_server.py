@@ -1,18 +1,15 @@
 """``textflix serve`` (``app.cli.main``, flags as given) with stand-in models that take 0.1 s a call.
 
 The shutdown tests run it as a process of its own, to send it signals:
-``python tests/stand_in_server.py serve --database URL --port N ...``.
+``python -m tests.stand_in_server serve --database URL --port N ...`` from the repository root.
 """
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import app.main  # noqa: E402
-from app.analysis import ModelAnalyzer  # noqa: E402
-from app.cli import main  # noqa: E402
-from tests.web_fixtures import cue_model  # noqa: E402
+import app.web.main
+from app.cli import main
+from app.web.analysis import ModelAnalyzer
+from tests.web_fixtures import cue_model
 
 
 def stand_in_analyzer(settings):
@@ -20,5 +17,5 @@ def stand_in_analyzer(settings):
     return ModelAnalyzer(models, settings, "cpu (stand-in models)", call_weight=1)
 
 
-app.main.load_analyzer = stand_in_analyzer
+app.web.main.load_analyzer = stand_in_analyzer
 sys.exit(main())

@@ -4,6 +4,8 @@ A session fixture (``api_data_dir``, in conftest) trains NB-SVM on 60 real revie
 fine-tunes the packaged MiniLM for one epoch on 8 (max length 64), next to the page-test
 database (``web_fixtures``); a uvicorn server in a thread serves that app for the tests.
 Bad input, auth and a missing model use their own small apps with ``TestClient``.
+
+Over 400 lines: a test per behaviour of the JSON API, all over the one pair of trained models.
 """
 
 import asyncio
@@ -20,10 +22,10 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.analysis import MicroBatcher
-from app.errors import ServerStopping
-from app.main import create_app
 from app.settings import Settings
+from app.web.batching import MicroBatcher
+from app.web.errors import ServerStopping
+from app.web.main import create_app
 from model.bert import BertClassifier
 from model.config import MINILM, BertConfig
 from model.quality import QUALITY_FIELDS, fit_reading, is_weak
@@ -538,7 +540,7 @@ def test_a_token_is_needed_on_every_post(token_client):
 def test_token_check_is_constant_time(monkeypatch, plain_dir):
     import hmac
 
-    from app import guard
+    from app.web import guard
 
     seen, original = [], hmac.compare_digest
     monkeypatch.setattr(guard.hmac, "compare_digest", lambda a, b: seen.append((a, b)) or original(a, b))
@@ -650,7 +652,7 @@ def test_a_full_batch_goes_to_the_model_without_waiting_out_the_window():
 def test_inference_threads_sets_the_torch_threads_of_the_loaded_models(api_data_dir):
     import torch
 
-    from app.analysis import load_analyzer
+    from app.web.analysis import load_analyzer
 
     default = torch.get_num_threads()
     try:

@@ -3,6 +3,8 @@
 Needs Debian's chromium (``apt-get install chromium``) at /usr/bin/chromium or at
 ``$TEXTFLIX_CHROMIUM``; without it these tests are skipped. Screenshots of every page,
 with Analyze off and on, at desktop and phone width, go to test-artifacts/screenshots.
+
+Over 400 lines: a test per page or control that only a browser can check.
 """
 
 import os
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.main import create_app
+from app.web.main import create_app
 from app.settings import Settings
 
 from tests.conftest import serve_in_thread
@@ -43,10 +45,13 @@ DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 360, "height": 740}
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason=f"Chromium is not installed at {CHROMIUM} (apt-get install chromium, or set TEXTFLIX_CHROMIUM)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason=f"Chromium is not installed at {CHROMIUM} (apt-get install chromium, or set TEXTFLIX_CHROMIUM)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -17,14 +17,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from app.db import display_url
-from app.main import create_app
 from app.settings import Settings
+from app.web.main import create_app
 from tests.conftest import ROOT, empty_postgresql
 from tests.test_pipeline import SMALL, count
+
+pytestmark = pytest.mark.slow  # each test runs real builds
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 

@@ -17,13 +17,15 @@ from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from app import db as app_db
-from app import queries
-from app.catalogue_cache import catalogue_version
+from app.web.queries.dashboard import catalogue_summary
+from app.web.queries.rows import review_rows, sentences_by_review
+from app.web.queries.summaries import summaries
+from app.web.catalogue_cache import catalogue_version
 from app.db import Prediction, Review, make_engine, session_scope
-from app.main import create_app
-from app.render import TICK_COLUMNS, ticks_svg
+from app.web.main import create_app
+from app.web.render import TICK_COLUMNS, ticks_svg
 from app.settings import Settings
-from app.view import View
+from app.web.view import View
 from scripts.bench_pages import build_database
 from tests.test_pages import _expected_order, get_json
 from tests.conftest import empty_postgresql
@@ -136,8 +138,8 @@ def test_the_catalogue_summary_equals_the_per_review_figures(web_database):
     view = View(analyze=True, accuracy=True, compare=True)
     engine = create_app(Settings(database_url=web_database)).state.engine
     with Session(engine) as session:
-        rows = queries.review_rows(session)
-        assert queries.catalogue_summary(session, view)["models"] == queries.summaries(rows, view)
+        rows = review_rows(session)
+        assert catalogue_summary(session, view)["models"] == summaries(rows, view)
     engine.dispose()
 
 
@@ -204,8 +206,8 @@ def test_a_page_s_reviews_are_read_by_id_not_through_the_whole_catalogue(synthet
     engine = make_engine(synthetic_catalogues[1])
     page = {"ids": list(range(1, 21))}
     with counting_statements(engine) as statements, Session(engine) as session:
-        queries.review_rows(session, "reviews", page, text=True, trust=True)
-        queries.sentences_by_review(session, "reviews", page)
+        review_rows(session, "reviews", page, text=True, trust=True)
+        sentences_by_review(session, "reviews", page)
     with engine.connect() as connection:
         for sql, parameters in statements:
             plan = " | ".join(row[3] for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", parameters))
@@ -218,8 +220,8 @@ def test_the_summary_equals_the_per_review_figures_on_a_synthetic_catalogue(synt
     for view in (View(analyze=True, accuracy=True, compare=True), View(analyze=True)):
         engine = create_app(Settings(database_url=synthetic_catalogues[1])).state.engine
         with Session(engine) as session:
-            expected = queries.summaries(queries.review_rows(session), view)
-            assert queries.catalogue_summary(session, view)["models"] == expected
+            expected = summaries(review_rows(session), view)
+            assert catalogue_summary(session, view)["models"] == expected
         engine.dispose()
 
 
@@ -303,7 +305,7 @@ def test_on_postgresql_pages_search_and_a_change_show_as_on_sqlite(web_facts):
         assert [card["title_id"] for card in get_json(client, "/index.json?q=ROCKET")["titles"]] == ["tt0100002"]
         with Session(app.state.engine) as session:
             view = View(analyze=True, accuracy=True, compare=True)
-            assert queries.catalogue_summary(session, view)["models"] == queries.summaries(queries.review_rows(session), view)
+            assert catalogue_summary(session, view)["models"] == summaries(review_rows(session), view)
         reviews = get_json(client, "/index.json")["summary"]["reviews"]
         add_user_review(url, "tt0100002", "positive", "negative")
         assert get_json(client, "/index.json")["summary"]["reviews"] == reviews + 1

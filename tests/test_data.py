@@ -11,9 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from app.cli import parser
-from app.pipeline import BuildError, Pipeline
+from app.offline.pipeline import BuildError, Pipeline
+from app.offline.steps import ReadData, sentence_rows
 from app.settings import Settings
-from app.steps import ReadData, sentence_rows
 from model.config import IMDB_SHA256, IMDB_URL, Sources, SplitConfig
 from model.data import DataError, download, locate_archive, make_splits, read_archive, read_movies, read_sst2
 from model.lengths import band_accuracies, band_sizes, length_set

@@ -4,8 +4,8 @@ a killed backend): the next request reconnects instead of failing."""
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
-from app.main import create_app
 from app.settings import Settings
+from app.web.main import create_app
 from tests.conftest import empty_postgresql
 from tests.web_fixtures import fill_web_database
 

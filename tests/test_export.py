@@ -24,9 +24,9 @@ from sqlalchemy import event, insert
 
 from app.cli import main
 from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight, make_engine, migrate, session_scope
-from app.export import FORMULA_STARTS, csv_columns, export_rows, spreadsheet_safe
-from app.main import create_app
-from app.schemas import ExportRow
+from app.web.export import FORMULA_STARTS, csv_columns, export_rows, spreadsheet_safe
+from app.web.main import create_app
+from app.web.schemas import ExportRow
 from app.settings import Settings
 from model.data import clean_text
 from model.quality import QUALITY_FIELDS
@@ -259,6 +259,7 @@ def test_without_a_token_the_api_export_is_open_as_writes_are(database, tmp_path
     assert through_a_proxy.status_code == 403
 
 
+@pytest.mark.slow
 def test_one_api_export_at_a_time(tmp_path):
     url = f"sqlite:///{tmp_path / 'many.db'}"
     fill_many(url, 20_000)  # about 40 MB of JSON Lines: more than the sockets buffer
@@ -384,6 +385,7 @@ def export_peak_bytes(url: str, chunk_size: int) -> tuple[int, int]:
     return count, peak
 
 
+@pytest.mark.slow
 def test_the_exports_memory_does_not_grow_with_the_number_of_reviews(tmp_path):
     small, large = f"sqlite:///{tmp_path / 'small.db'}", f"sqlite:///{tmp_path / 'large.db'}"
     fill_many(small, 400)

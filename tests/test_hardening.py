@@ -3,6 +3,8 @@
 The analyzer here is the real ``ModelAnalyzer`` (micro-batchers, LIME, admission, cancellation)
 over two tiny stand-in models that score cue words and take a fixed time per call, so that
 the tests can make the server busy on purpose.
+
+Over 400 lines: a test per hostile or careless request, each kind of which the server must survive.
 """
 
 import asyncio
@@ -23,19 +25,11 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.analysis import (
-    BACKGROUND,
-    FULL_TEXT_CHARS,
-    TEXT_OVERHEAD_CHARS,
-    URGENT,
-    MicroBatcher,
-    ModelAnalyzer,
-    analysis_cost,
-    sentence_spans,
-)
-from app.errors import ServerStopping
-from app.main import create_app
 from app.settings import Settings
+from app.web.analysis import ModelAnalyzer, sentence_spans
+from app.web.batching import BACKGROUND, FULL_TEXT_CHARS, TEXT_OVERHEAD_CHARS, URGENT, MicroBatcher, analysis_cost
+from app.web.errors import ServerStopping
+from app.web.main import create_app
 from model.config import LimeConfig
 from model.names import MODELS
 from tests.conftest import ROOT, free_port, serve_in_thread
@@ -124,6 +118,7 @@ def test_the_longest_review_of_the_archive_is_explained_under_the_default_limits
         assert len(response.json()["results"][0]["sentences"]) == 155
 
 
+@pytest.mark.slow
 def test_an_explanation_does_not_hold_all_its_texts_at_once():
     from model.explain import explain_sentences
 
@@ -326,7 +321,7 @@ def test_a_stopping_server_lets_the_requests_under_way_finish_for_its_grace(web_
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [
-        sys.executable, "tests/stand_in_server.py", "serve", "--database", web_database, "--data-dir", str(tmp_path),
+        sys.executable, "-m", "tests.stand_in_server", "serve", "--database", web_database, "--data-dir", str(tmp_path),
         "--port", str(port), "--shutdown-grace-s", str(grace), "--explain-workers", "2", "--lime-samples", "16",
     ]  # fmt: skip
     with open(tmp_path / "serve.log", "wb") as log:
@@ -798,6 +793,7 @@ PAGE_PATHS = ["/", "/index.json", "/disagreements", "/disagreements.json", "/abo
 QUERY_KEYS = ["analyze", "accuracy", "compare", "sort", "wrong", "text", "page", "per_page"]
 
 
+@pytest.mark.slow
 def test_no_generated_page_request_gets_a_server_error(web_database):
     """Hypothesis sends GETs to every page with odd ids and query strings, and odd POSTs to /analyze."""
     from urllib.parse import quote, urlencode

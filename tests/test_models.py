@@ -59,6 +59,7 @@ def test_nbsvm_scores_as_its_scikit_learn_pipeline(nbsvm, real_reviews):
     assert nbsvm.predict_proba(texts) == pytest.approx(nbsvm.pipeline.predict_proba(texts), abs=1e-12)
 
 
+@pytest.mark.slow
 def test_a_few_bert_steps_move_predictions_the_right_way(real_reviews):
     texts, labels = sample(real_reviews, "train", 8, seed=2)
     config = BertConfig(base_model=MINILM, epochs=3, batch_size=8, max_length=128, learning_rate=2e-4)
@@ -88,6 +89,7 @@ def test_bert_save_and_load_give_the_same_predictions(tmp_path):
         BertClassifier.load(tmp_path / "missing", resolve_device("cpu"))
 
 
+@pytest.mark.slow
 def test_int8_bert_on_the_cpu_reads_reviews_as_float32_does(tmp_path, real_reviews, monkeypatch):
     texts, labels = sample(real_reviews, "train", 32, seed=2)
     config = BertConfig(base_model=MINILM, epochs=3, batch_size=16, max_length=96, learning_rate=2e-4)
@@ -107,6 +109,7 @@ def test_int8_bert_on_the_cpu_reads_reviews_as_float32_does(tmp_path, real_revie
     assert np.array_equal(int8.logits(probe), scores_int8)
 
 
+@pytest.mark.slow
 def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp_path, real_reviews):
     texts, labels = sample(real_reviews, "train", 8, seed=2)
     config = BertConfig(base_model=MINILM, epochs=2, batch_size=8, max_length=96, learning_rate=2e-4, pooling="sentences")
@@ -193,6 +196,7 @@ def test_gradual_unfreezing_trains_only_the_top_in_the_first_epoch(pooling, enco
     assert not torch.equal(after["classifier.weight"], start["classifier.weight"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pooling, encoder", [("cls", "bert"), ("sentences", "encoder")])
 def test_frozen_layers_are_run_once_and_read_as_the_whole_model_reads(pooling, encoder):
     config = BertConfig(base_model=MINILM, epochs=1, batch_size=2, max_length=32, frozen_layers=4, pooling=pooling)

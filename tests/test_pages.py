@@ -2,6 +2,8 @@
 
 Expected figures come from the database itself (plain SQL in ``web_fixtures.web_facts``),
 never from the code under test.
+
+Over 400 lines: a test per behaviour of every page, all over the one fixture database.
 """
 
 import logging
@@ -20,13 +22,12 @@ from markupsafe import escape
 from sqlalchemy import create_engine, text
 
 from app.db import this_process
-from app.main import create_app
-from app.render import cut, highlight, word_highlight
 from app.settings import Settings
-from app.templating import templates
+from app.web.main import create_app
+from app.web.render import cut, highlight, word_highlight
+from app.web.templating import templates
 from model.names import DISPLAY_NAMES, MODELS
 from model.quality import FULL_COLOUR_WEIGHT, NEGLIGIBLE_WEIGHT, NO_FIT, UNSTABLE, Quality, assessment, fit_reading
-
 from tests.web_fixtures import (  # noqa: F401
     DISTILL_RUN,
     OLD_CURVE_RUN,

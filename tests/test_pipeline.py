@@ -55,6 +55,7 @@ def build_args(tmp_path, archive, *extra) -> list[str]:
     return ["build", "--imdb", str(archive), "--data-dir", str(tmp_path / "data"), *SMALL, *extra]
 
 
+@pytest.mark.slow
 def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     needs_shared_data()
     sst2 = tmp_path / "sst2_dev.tsv"  # a handful of SST-2's one-line reviews, as an evaluation set
@@ -139,6 +140,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
         assert row["word_explanation"]["samples"] == 20
 
 
+@pytest.mark.slow
 def test_killed_build_resumes_without_redoing_work(tmp_path, real_subset_archive):
     db = tmp_path / "data" / "textflix.db"
     command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive)]
@@ -229,6 +231,7 @@ def stop(process: subprocess.Popen) -> None:
     process.wait()
 
 
+@pytest.mark.slow
 def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tmp_path, real_subset_archive):
     db = tmp_path / "data" / "textflix.db"
     port = free_port()
@@ -302,7 +305,7 @@ def test_bad_settings_are_reported(tmp_path, capsys):
 def test_the_curve_trains_bert_beyond_the_training_size_on_cuda_only(device, bert_sizes):
     import torch
 
-    from app.steps import LearningCurve
+    from app.offline.steps import LearningCurve
 
     build = SimpleNamespace(settings=SimpleNamespace(train_size=24), device=torch.device(device))
     assert [size for size in (12, 24, 48) if LearningCurve.trains(build, "bert", size)] == bert_sizes
@@ -323,6 +326,7 @@ def test_rebuild_with_other_settings_is_refused(tmp_path, real_subset_archive, c
     assert "was built with other settings" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_build_on_postgresql(tmp_path, real_subset_archive):
     """The same build on PostgreSQL, given a server in TEXTFLIX_TEST_POSTGRES_URL."""
     from sqlalchemy import create_engine, text
@@ -340,9 +344,9 @@ def test_build_on_postgresql(tmp_path, real_subset_archive):
 
 
 def test_a_corrupt_model_is_named_with_what_to_do(tmp_path):
-    from app.pipeline import BuildError, Pipeline
+    from app.offline.pipeline import BuildError, Pipeline
+    from app.offline.steps import build_steps
     from app.settings import Settings
-    from app.steps import build_steps
 
     model_dir = tmp_path / "models" / "nbsvm"
     model_dir.mkdir(parents=True)

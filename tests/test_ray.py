@@ -6,7 +6,7 @@ Every BERT row is compared exactly. A Ray actor gets 1 CPU, so torch runs one th
 the local builds here run one thread too (OMP_NUM_THREADS=1). With more threads in-process
 (the default: one per core) BERT's float32 sums are split differently, and its probabilities
 differ from the actors' in the last bit (at most 3e-8, LIME weights 1e-7; measured in the
-README's "Scaling out"): the engines run the same code on the same texts in the same batches.
+scripts/README.md, "Scaling out, measured"): the engines run the same code on the same texts in the same batches.
 """
 
 import importlib.util
@@ -105,6 +105,7 @@ def unpredicted_copy(db: Path, tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.slow
 def test_without_ray_the_build_says_how_to_install_it(local_build, monkeypatch, capsys, real_subset_archive, tmp_path):
     data, db = local_build
     copy = unpredicted_copy(db, tmp_path)
@@ -118,6 +119,7 @@ def test_without_ray_the_build_says_how_to_install_it(local_build, monkeypatch, 
 
 
 @needs_ray
+@pytest.mark.slow
 def test_an_unreachable_cluster_is_named_at_once(local_build, capsys, real_subset_archive, tmp_path):
     data, db = local_build
     copy = unpredicted_copy(db, tmp_path)
@@ -134,6 +136,7 @@ def test_an_unreachable_cluster_is_named_at_once(local_build, capsys, real_subse
 
 
 @needs_ray
+@pytest.mark.slow
 def test_a_ray_build_writes_the_same_rows_as_the_local_build(local_build, real_subset_archive):
     data, local_db = local_build
     db = data / "ray.db"
@@ -150,6 +153,7 @@ def test_a_ray_build_writes_the_same_rows_as_the_local_build(local_build, real_s
 
 
 @needs_ray
+@pytest.mark.slow
 def test_a_build_stopped_by_one_engine_is_finished_by_the_other(local_build, real_subset_archive):
     """A local build that stopped mid-explain (its last reviews without rows) is finished by
     Ray; the rows equal the local build's."""
@@ -176,6 +180,7 @@ def test_a_build_stopped_by_one_engine_is_finished_by_the_other(local_build, rea
 
 
 @needs_ray
+@pytest.mark.slow
 def test_a_killed_ray_build_resumes_without_redoing_reviews(local_build, real_subset_archive):
     data, local_db = local_build
     db = data / "killed.db"

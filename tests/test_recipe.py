@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from app.db import Run, make_engine, migrate, session_scope
-from app.pipeline import Pipeline, concrete_recipe
+from app.offline.pipeline import Pipeline, concrete_recipe
 from app.settings import Settings
 from model.config import DISTILL, MINILM, MPNET, PLAIN
 from model.data import RawReview, read_unlabeled, sample_unlabeled
@@ -66,6 +66,7 @@ def test_unlabeled_reviews_leave_out_copies_of_labelled_ones(tmp_path):
     assert len(sample_unlabeled(unlabeled, 5, 7)) == 2
 
 
+@pytest.mark.slow
 def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, archive_with_a_test_copy):
     archive, test_text = archive_with_a_test_copy
     data = tmp_path / "data"

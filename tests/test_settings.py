@@ -9,9 +9,9 @@ import pytest
 from pydantic import Field
 
 from app.cli import parser
-from app.pipeline import BuildError, Pipeline
+from app.offline.pipeline import BuildError, Pipeline
+from app.offline.steps import ReadData, Train
 from app.settings import Settings
-from app.steps import ReadData, Train
 from model.config import NbsvmConfig
 from model.names import MODEL_META_FILE, NBSVM
 

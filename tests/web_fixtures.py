@@ -8,6 +8,8 @@ with character spans and LIME weights for both models, NB-SVM word weights, trai
 and evaluation reviews the pages must not show, and a run record with metrics.
 
 Import the fixtures into a test module: ``from tests.web_fixtures import web_client``.
+
+Over 400 lines: the fixture database row by row, and the figures the tests expect read from it.
 """
 
 import time
@@ -32,10 +34,10 @@ from app.db import (
     migrate,
     session_scope,
 )
-from app.analysis import ModelAnalyzer
-from app.deps import get_analyzer
-from app.main import create_app
 from app.settings import Settings
+from app.web.analysis import ModelAnalyzer
+from app.web.deps import get_analyzer
+from app.web.main import create_app
 from model.curve import series
 
 XSS_SCRIPT = "<script>alert(1)</script>"
@@ -443,7 +445,7 @@ def labeled(reviews):
 
 
 class FakeAnalyzer:
-    """Stands in for the models behind the pages and the JSON API (``app.analysis.Analyzer``).
+    """Stands in for the models behind the pages and the JSON API (``app.web.analysis.Analyzer``).
 
     Splits the text into sentences and scores each by a few cue words, the way the real
     analyzer answers: both models' predictions and per-sentence weights with spans.

@@ -3,7 +3,7 @@
 The one-row table catalogue_version holds a number that triggers add one to in the same
 transaction as every insert, update or delete of movies, reviews, predictions and
 explanations (an explanation's weights are written in its transaction), so a reader that
-sees the new number sees the new rows too. ``app.catalogue_cache`` keeps the figures of the
+sees the new number sees the new rows too. ``app.web.catalogue_cache`` keeps the figures of the
 whole catalogue until the number moves. (SQLite recreates a table that a batch migration
 alters, without its triggers: a later migration that alters one of these tables in batch
 mode creates its trigger again.)

@@ -1,0 +1,382 @@
+"""The offline pipeline's machinery: a list of steps, a run record, resume.
+
+A build is a list of ``Step`` objects (``app.offline.steps.build_steps``) run in order. Each step
+declares its name and what it reads and writes, and records itself in the run record
+(``Run.steps``) when it finishes; a rerun skips the recorded ones, and the per-review
+steps commit in small batches, so a killed build resumes where it stopped and a
+finished one is left untouched. The run record also keeps the build config
+(``Settings.build_config``): a rerun with other values is refused rather than mixed.
+A build holds ``build_lock`` from start to end, so a second build on the same data
+directory or database stops at once instead of interleaving with the first. ``run(until=...)``
+stops after one step (``textflix up`` serves then, and a background build does the rest); the
+running step's progress is in the run record (``Run.progress``), for /about.
+
+Nothing here knows one model or step from another.
+"""
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
+from functools import cached_property
+from pathlib import Path
+
+import torch
+from sqlalchemy import select, text
+from sqlalchemy.engine import Connection, Engine, make_url
+
+from app.db import (
+    Review,
+    Run,
+    analyze,
+    display_url,
+    latest_run,
+    make_engine,
+    migrate,
+    session_scope,
+    sqlite_path,
+    this_process,
+)
+from app.settings import Settings
+from model import checkpoints
+from model.bert import resolve_device
+from model.checkpoints import Checkpoint
+from model.config import AUTO, DISTILL, MPNET, PLAIN, PREDATING_VALUES, ConfigGroup, Sources, SplitConfig
+from model.data import Splits, read_splits
+from model.names import TRAIN
+from model.trained import Classifier, ModelUnavailable, load_trained
+
+log = logging.getLogger("textflix")
+CHECKPOINTS_DIR = "checkpoints"  # in the data directory: pretrained checkpoints put together from pieces
+BUILD_LOCK_FILE = "build.lock"  # in the data directory; a SQLite database gets "<file>.build.lock" beside it
+BUILD_HOLDER = "textflix build"  # how a lock names its holder: "textflix build (pid N on HOST)"
+# The key of the PostgreSQL advisory lock: fixed, derived from the name, positive.
+BUILD_LOCK_KEY = int.from_bytes(hashlib.sha256(b"textflix build").digest()[:8], "big") >> 1
+# What --recipe auto builds on CUDA, for each of these settings not given: the strong recipe,
+# serving a model of the teacher's size at the teacher's learning rate (issue: accuracy).
+CUDA_RECIPE = {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5}
+StepsOfRecipe = Callable[[str], Sequence["Step"]]
+
+
+class BuildError(Exception):
+    """A build that cannot go on; the message says why and what to do."""
+
+
+class Step:
+    """One step of the build. A subclass sets ``name``, ``reads`` and ``writes`` and defines ``run``."""
+
+    name: str
+    reads: tuple[str, ...] = ()  # tables, files and run-record fields the step needs
+    writes: tuple[str, ...] = ()  # and those it fills
+    doing: str = ""  # what /about says while it runs; default "the build's NAME step is running"
+
+    def prepare(self, build: "Pipeline") -> None:
+        """Work to do before the database is touched, e.g. reading and checking input files."""
+
+    def up_to_date(self, build: "Pipeline") -> bool:
+        """Whether a step the run record lists as finished still is (e.g. its files are there)."""
+        return True
+
+    def run(self, build: "Pipeline") -> dict | None:
+        """Do the step's work; what it returns is kept in its entry of the run record's steps."""
+        raise NotImplementedError
+
+
+class Pipeline:
+    """Runs a build's steps against the database of ``settings``; the steps share what it holds.
+
+    ``steps`` is the list, or a function of the recipe that makes it (``app.offline.steps.build_steps``):
+    with --recipe auto the recipe is known only once ``run`` has read the database's run record."""
+
+    def __init__(self, settings: Settings, steps: Sequence[Step] | StepsOfRecipe, progress: bool = True):
+        self.settings = settings
+        self._steps_of_recipe = steps if callable(steps) else None
+        self.steps = [] if callable(steps) else list(steps)
+        self.progress = progress
+        self.engine: Engine | None = None
+        self.run_id: int | None = None
+        self.config: dict = {}  # the build config of the run record
+        self._models: dict[str, Classifier] = {}
+        self._splits: Splits | None = None
+
+    # -- running ------------------------------------------------------------------
+
+    def run(self, until: str | None = None) -> dict:
+        """Run every unfinished step, or those up to and including step ``until``, holding the build
+        lock; returns the run record."""
+        with build_lock(self.settings):  # before anything reads the database: a refused build touches nothing
+            stored = self._stored_run()
+            self._choose_recipe(stored)
+            if stored is not None:
+                self._take_up(stored)  # refuses other settings before any step reads its input
+            return self._run_steps(set(stored.steps) if stored is not None else set(), until)
+
+    def _stored_run(self) -> Run | None:
+        """The database's run record; None for a database that has none yet, or no database."""
+        path = sqlite_path(self.settings.database)
+        if path is not None and not path.exists():
+            return None
+        self._connect()
+        with session_scope(self.engine) as session:
+            return latest_run(session)
+
+    def _choose_recipe(self, stored: Run | None) -> None:
+        """Make --recipe auto concrete (``concrete_recipe``) and, given a function of the recipe, make the steps."""
+        self.settings = concrete_recipe(self.settings, stored.config if stored is not None else None, self.device)
+        if self._steps_of_recipe is not None:
+            self.steps = list(self._steps_of_recipe(self.settings.recipe))
+
+    def _run_steps(self, recorded: set[str], until: str | None) -> dict:
+        names = [step.name for step in self.steps]
+        steps = self.steps[: names.index(until) + 1] if until is not None else self.steps
+        prepared = {}
+        for step in steps:  # before the database is created: bad input leaves it as it was
+            if step.name not in recorded:
+                started = time.perf_counter()
+                step.prepare(self)
+                prepared[step.name] = time.perf_counter() - started
+        if self.run_id is None:
+            self._start_run()
+        for step in steps:
+            done = step.name in recorded
+            if done and step.up_to_date(self):
+                log.info("Step %s: already done, skipped.", step.name)
+                continue
+            log.info("Step %s: %s from %s.", step.name, ", ".join(step.writes), ", ".join(step.reads))
+            self._set_progress({"step": step.name, "doing": step.doing or f"the build's {step.name} step is running"})
+            started = time.perf_counter()
+            try:
+                facts = step.run(self) or {}
+            finally:
+                self._set_progress(None)  # finished or failed, it is no longer being done
+            if not done:
+                self._finish(step, time.perf_counter() - started + prepared.get(step.name, 0.0), facts)
+        started = time.perf_counter()
+        analyze(self.engine)
+        log.info("Refreshed the database's statistics for the query planner in %.1f s.", time.perf_counter() - started)
+        return report(self.engine)
+
+    def _connect(self) -> None:
+        """Connect, and create or upgrade the schema."""
+        if self.engine is None:
+            self.engine = make_engine(self.settings.database)
+            migrate(self.engine)
+
+    def _take_up(self, stored: Run) -> None:
+        """Carry on the database's run record, unless this build's settings differ from it."""
+        if changed := changed_settings(stored.config, self.settings.build_config(), type(self.settings)):
+            raise BuildError(
+                f"The database {display_url(self.settings.database)} was built with other settings "
+                f"({', '.join(changed)}); point --database at a new database or delete this one."
+            )
+        self.run_id, self.config = stored.id, stored.config
+
+    def _start_run(self) -> None:
+        """Create the database (when it is new) and this build's run record."""
+        self._connect()
+        config = self.settings.build_config()
+        with session_scope(self.engine) as session:
+            run = Run(config=config, steps={}, counts={}, metrics={})
+            session.add(run)
+            session.flush()
+            self.run_id, self.config = run.id, run.config
+
+    def _finish(self, step: Step, seconds: float, facts: dict) -> None:
+        with session_scope(self.engine) as session:
+            run = session.get(Run, self.run_id)
+            run.steps = {**run.steps, step.name: {"seconds": round(seconds, 2), **facts}}
+            if step is self.steps[-1]:
+                run.status = "complete"
+                run.finished_at = datetime.now(UTC)
+        log.info("Step %s finished in %.1f s.", step.name, seconds)
+
+    # -- what the steps share --------------------------------------------------------
+
+    def run_record(self) -> Run:
+        with session_scope(self.engine) as session:
+            return session.get(Run, self.run_id)
+
+    def step_progress(self, done: int, total: int, unit: str) -> None:
+        """Say how far the running step is, in the run record: ``done`` of ``total`` ``unit`` (/about shows it)."""
+        with session_scope(self.engine) as session:
+            run = session.get(Run, self.run_id)
+            run.progress = {**(run.progress or {}), "done": done, "total": total, "unit": unit}
+
+    def _set_progress(self, progress: dict | None) -> None:
+        """What the run record says the build is doing now (None: nothing), and which process is doing
+        it: a build killed mid-step cannot clear it, so /about checks that process (``process_gone``)."""
+        with session_scope(self.engine) as session:
+            session.get(Run, self.run_id).progress = {**progress, "builder": this_process()} if progress else None
+
+    def update_run(self, **fields: dict) -> None:
+        """Merge ``fields`` (counts=..., metrics=...) into the run record's JSON fields."""
+        with session_scope(self.engine) as session:
+            run = session.get(Run, self.run_id)
+            for name, values in fields.items():
+                setattr(run, name, {**getattr(run, name), **values})
+
+    def splits(self) -> Splits:
+        """The archive read and split as the settings say, once per process."""
+        if self._splits is None:
+            s = self.settings
+            unlabeled = s.recipe == DISTILL or s.prior_reviews > 0
+            self._splits = read_splits(s.group(Sources), s.group(SplitConfig), s.data_dir, unlabeled=unlabeled)
+            log.info(
+                "Read %d reviews from %s: %d for training, %d in the catalogue (%d titles), "
+                "%d for evaluation, %d duplicates dropped.",
+                self._splits.reviews_read, self._splits.archive, len(self._splits.train),
+                len(self._splits.catalogue), len(self._splits.title_ids), len(self._splits.eval),
+                self._splits.dropped_duplicates,
+            )  # fmt: skip
+        return self._splits
+
+    @cached_property
+    def training_set(self) -> tuple[list[str], list[str], list[str]]:
+        """Source keys, texts and gold labels of the training reviews, in id order."""
+        with session_scope(self.engine) as session:
+            rows = session.execute(
+                select(Review.source_key, Review.text, Review.label).where(Review.split == TRAIN).order_by(Review.id)
+            ).all()
+        return [r.source_key for r in rows], [r.text for r in rows], [r.label for r in rows]
+
+    def fingerprint(self, groups: Sequence[type[ConfigGroup]]) -> str:
+        """Names what a trained model is made from: the build's values of the settings ``groups``
+        (as the run record has them), its data version and the training set. Other settings (LIME's,
+        say) do not count, so changing them does not retrain the model."""
+        fields = {name for group in groups for name in self.settings.group_class(group).model_fields}
+        fields.add("data_version")
+        config = {name: value for name, value in self.config.items() if name in fields}
+        blob = json.dumps({"config": config, "train": sorted(self.training_set[0])}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def checkpoint(self, name: str) -> Checkpoint:
+        """Where pretrained checkpoint ``name`` loads from; a split one is put together in the data directory."""
+        return checkpoints.resolve(name, self.settings.data_dir / CHECKPOINTS_DIR)
+
+    @cached_property
+    def device(self) -> torch.device:
+        return resolve_device(self.settings.device)
+
+    def model(self, name: str) -> Classifier:
+        """The trained model ``name``, loaded once."""
+        if name not in self._models:
+            try:
+                self._models[name] = load_trained(
+                    name, self.settings.models_dir, self.device, cpu_int8=self.settings.cpu_int8
+                )
+            except ModelUnavailable as error:
+                raise BuildError(str(error)) from error
+        return self._models[name]
+
+
+def concrete_recipe(settings: Settings, stored: dict | None, device: torch.device) -> Settings:
+    """``settings`` with --recipe auto made concrete before a build stores them: the recipe (and
+    CUDA_RECIPE's other settings) of the database's own build config ``stored`` when there is
+    one, otherwise CUDA_RECIPE on a CUDA ``device`` and plain elsewhere. So a database built on
+    a GPU is carried on, or refused, as it was built, never rebuilt plain on a CPU without a word."""
+    if settings.recipe != AUTO:
+        return settings
+    given = settings.model_fields_set - {"recipe"}
+    if stored is not None:
+        # a record from before recipes existed keeps "auto", which every step builds as plain
+        chosen = {name: stored[name] for name in CUDA_RECIPE if name in stored and name not in given}
+    elif device.type == "cuda":
+        chosen = {name: value for name, value in CUDA_RECIPE.items() if name not in given}
+    else:
+        chosen = {"recipe": PLAIN}
+    recipe = chosen.get("recipe", PLAIN)
+    log.info("Recipe auto: %s (%s).", recipe, "the database's own" if stored is not None else f"on {device.type}")
+    return settings.model_copy(update=chosen)
+
+
+@contextmanager
+def build_lock(settings: Settings) -> Iterator[None]:
+    """Make the database and the data directory this process's alone until the block ends,
+    or raise BuildError naming the build that holds them. The database comes first, so a
+    build refused there creates nothing, not even its data directory. The locks die with
+    the process: a killed build leaves none behind."""
+    holder = f"{BUILD_HOLDER} (pid {os.getpid()} on {socket.gethostname()})"
+    database = settings.database
+    with ExitStack() as locks:
+        if (path := sqlite_path(database)) is not None:
+            # beside the file, even inside the data directory: another build may share the file, not the folder
+            beside = path.with_name(path.name + ".build.lock")
+            locks.enter_context(file_lock(beside, f"the database {path.resolve()}", holder))
+        elif make_url(database).get_backend_name() == "postgresql":
+            locks.enter_context(postgresql_lock(database, holder))
+        data_dir = settings.data_dir
+        locks.enter_context(file_lock(data_dir / BUILD_LOCK_FILE, f"the data directory {data_dir.resolve()}", holder))
+        yield
+
+
+@contextmanager
+def file_lock(path: Path, what: str, holder: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path``, with ``holder`` written inside; BuildError if another process has it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as file:  # "a+" opens without erasing the holder's name
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.seek(0)
+            raise BuildError(another_build(file.read(), what)) from None
+        file.truncate(0)
+        file.write(holder)
+        file.flush()
+        yield
+
+
+@contextmanager
+def postgresql_lock(url: str, holder: str) -> Iterator[None]:
+    """The build's session-level advisory lock, held on a connection of its own whose
+    application name is ``holder``; BuildError if another session has it."""
+    engine = make_engine(url)
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.execute(text("SELECT set_config('application_name', :name, false)"), {"name": holder})
+            if not connection.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": BUILD_LOCK_KEY}):
+                raise BuildError(another_build(advisory_lock_holder(connection), f"the database {display_url(url)}"))
+            yield
+    finally:
+        engine.dispose()  # ends the session, which releases the lock
+
+
+def advisory_lock_holder(connection: Connection) -> str:
+    """The application name of the session that holds the build's advisory lock in this database."""
+    holder = connection.scalar(
+        text(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND l.classid::bigint = :high AND l.objid::bigint = :low"
+        ),
+        {"high": BUILD_LOCK_KEY >> 32, "low": BUILD_LOCK_KEY & 0xFFFFFFFF},
+    )
+    return holder or ""
+
+
+def another_build(holder: str, what: str) -> str:
+    """The sentence a refused build prints; ``holder`` names the other build when it could be read."""
+    name = holder.strip() if holder.startswith(BUILD_HOLDER) else BUILD_HOLDER
+    return f"Another {name} is running on {what}; wait for it to finish or stop it."
+
+
+def changed_settings(stored: dict, config: dict, settings_type: type[Settings]) -> list[str]:
+    """The build settings whose value differs from the run record's; a setting the record
+    predates counts as having had its value of then (``PREDATING_VALUES``), else its default."""
+    defaults = {**settings_type.model_construct().build_config(), **PREDATING_VALUES}
+    return sorted(key for key, value in config.items() if stored.get(key, defaults[key]) != value)
+
+
+def report(engine: Engine) -> dict:
+    """The latest run record as plain JSON-ready data."""
+    with session_scope(engine) as session:
+        run = latest_run(session)
+        if run is None:
+            raise BuildError("The database holds no pipeline run yet: run `textflix build`.")
+        return run.record()

@@ -1,0 +1,169 @@
+"""The per-review work of the build (predict, explain): one implementation for every engine.
+
+The work of a step is a list of ``Task``s (one model's predictions, or its explanations at
+one level), each cut into *units*: plain, JSON-ready dicts that carry all a computation
+needs (a chunk of review texts to score, or one review with its sentences to explain), so
+that computing them needs no database. ``Worker`` turns units into *results*, plain dicts
+again, loading each model once; ``write_results`` adds results to a database session.
+The in-process engine and the Ray engine (``app.offline.work_engines``) call exactly these, so both
+write the same rows; only where the units are computed differs.
+
+A review's rows are written in one transaction with the rest of its batch, and a unit is
+made only for a review that still lacks the task's rows, so a killed build, whatever its
+engine, redoes at most the units it had not written.
+"""
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, WordWeight, session_scope
+from model import explain
+from model.config import LimeConfig, WordLimeConfig
+from model.names import CATALOGUE, EVAL, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL, label_of
+from model.sentences import Span
+from model.trained import Classifier
+
+PREDICT_CHUNK = 256  # reviews per model call (and per unit) in the predict step
+WORD_CHARS = 128  # the longest word word_weights keeps (app.db.WordWeight.word)
+READ_BLOCK = 256  # reviews per database read while the explain units are made
+
+
+@dataclass(frozen=True)
+class Task:
+    """One model's share of a per-review step: its predictions (``level`` None), or its
+    explanations at ``level`` (model.names SENTENCE or WORD)."""
+
+    model: str
+    level: str | None = None
+
+    @property
+    def description(self) -> str:
+        return f"Predict {self.model}" if self.level is None else f"LIME {self.model} {self.level}s"
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The reviews the task covers: predictions for the catalogue and the evaluation set,
+        explanations for the catalogue."""
+        return (CATALOGUE, EVAL) if self.level is None else (CATALOGUE,)
+
+    def pending(self, session: Session) -> list[int]:
+        """The ids of the reviews that still lack the task's rows, in id order."""
+        if self.level is None:
+            done = select(Prediction.review_id).where(Prediction.model == self.model)
+        else:
+            done = select(Explanation.review_id).where(Explanation.model == self.model, Explanation.level == self.level)
+        return list(
+            session.scalars(
+                select(Review.id).where(Review.split.in_(self.splits), Review.id.not_in(done)).order_by(Review.id)
+            )
+        )
+
+    def total(self, session: Session) -> int:
+        return session.scalar(select(func.count(Review.id)).where(Review.split.in_(self.splits)))
+
+
+PREDICT_TASKS = [Task(model) for model in MODELS]
+EXPLAIN_TASKS = [*(Task(model, SENTENCE) for model in MODELS), Task(WORD_LEVEL_MODEL, WORD)]
+
+
+def reviews_in(record: dict) -> int:
+    """How many reviews a unit or a result covers."""
+    return len(record["ids"]) if record["level"] is None else 1
+
+
+def units(engine: Engine, task: Task, ids: Sequence[int]) -> Iterator[dict]:
+    """The units of ``task`` for the reviews ``ids``, in order, read from the database a block
+    at a time. A predict unit is a chunk of PREDICT_CHUNK reviews counted from the first
+    pending one, so a model call scores the same texts under every engine."""
+    size = PREDICT_CHUNK if task.level is None else READ_BLOCK
+    for start in range(0, len(ids), size):
+        block = list(ids[start : start + size])
+        with session_scope(engine) as session:
+            texts = {r.id: r.text for r in session.execute(select(Review.id, Review.text).where(Review.id.in_(block)))}
+            sentences = {review_id: [] for review_id in block}
+            if task.level == SENTENCE:
+                rows = session.execute(
+                    select(Sentence.review_id, Sentence.id, Sentence.start, Sentence.end, Sentence.text)
+                    .where(Sentence.review_id.in_(block))
+                    .order_by(Sentence.review_id, Sentence.position)
+                )
+                for review_id, *sentence in rows:
+                    sentences[review_id].append(sentence)
+        if task.level is None:
+            yield {"model": task.model, "level": None, "ids": block, "texts": [texts[i] for i in block]}
+            continue
+        for review_id in block:
+            yield {"model": task.model, "level": task.level, "review_id": review_id, "text": texts[review_id],
+                   "sentences": sentences[review_id]}  # fmt: skip
+
+
+class Worker:
+    """Computes units: ``worker(units)`` is the list of their results, in order. ``load(name)``
+    gives the trained model ``name``; each is asked for once."""
+
+    def __init__(self, load: Callable[[str], Classifier], lime: LimeConfig, word_lime: WordLimeConfig):
+        self.load = load
+        self.lime = lime
+        self.word_lime = word_lime
+        self.models: dict[str, Classifier] = {}
+
+    def model(self, name: str) -> Classifier:
+        if name not in self.models:
+            self.models[name] = self.load(name)
+        return self.models[name]
+
+    def __call__(self, batch: Sequence[dict]) -> list[dict]:
+        return [self.predict(unit) if unit["level"] is None else self.explain(unit) for unit in batch]
+
+    def predict(self, unit: dict) -> dict:
+        p_positive = self.model(unit["model"]).predict_proba(list(unit["texts"]))[:, 1]
+        return {"model": unit["model"], "level": None, "ids": list(unit["ids"]), "p_positive": [float(p) for p in p_positive]}
+
+    def explain(self, unit: dict) -> dict:
+        """LIME of one review, as ``model.explain`` computes it (per-review seeds: the result
+        does not depend on what else the worker explains)."""
+        predict = self.model(unit["model"]).predict_proba
+        text, lime = unit["text"], self.lime
+        result = {"model": unit["model"], "level": unit["level"], "review_id": unit["review_id"]}
+        if unit["level"] == SENTENCE:
+            spans = [Span(start, end, sentence) for _, start, end, sentence in unit["sentences"]]
+            found = explain.explain_sentences(text, spans, predict, lime)
+            result["samples"] = lime.lime_samples
+            result["quality"] = found.quality.as_dict()
+            result["weights"] = [[row[0], w] for row, w in zip(unit["sentences"], found.weights)]
+        else:
+            config = self.word_lime
+            found = explain.explain_words(text, predict, config.word_lime_samples, config.seed, lime.lime_target)
+            result["samples"] = config.word_lime_samples
+            result["weights"] = [[word, w] for word, w in zip(found.words, found.weights)]
+        return {**result, "intercept": found.intercept, "score": found.score}
+
+
+def write_results(session: Session, results: Sequence[dict]) -> None:
+    """Add the rows of ``results`` (``Worker``'s) to ``session``."""
+    for result in results:
+        model, level = result["model"], result["level"]
+        if level is None:
+            session.add_all(
+                Prediction(review_id=review_id, model=model, label=label_of(p), p_positive=p)
+                for review_id, p in zip(result["ids"], result["p_positive"])
+            )
+            continue
+        review_id = result["review_id"]
+        if level == SENTENCE:
+            session.add_all(SentenceWeight(sentence_id=s, model=model, weight=w) for s, w in result["weights"])
+        else:
+            session.add_all(
+                WordWeight(review_id=review_id, model=model, word=word[:WORD_CHARS], weight=w)
+                for word, w in result["weights"]
+            )
+        session.add(
+            Explanation(
+                review_id=review_id, model=model, level=level, samples=result["samples"],
+                intercept=result["intercept"], score=result["score"], **result.get("quality", {}),
+            )
+        )  # fmt: skip

@@ -1,0 +1,80 @@
+"""A run record (``app.offline.pipeline.report``) as one screen of text: what was built, how well
+each model does, how long each step took; ``textflix build``, ``up`` and ``report`` print it."""
+
+from app.db import display_url
+from app.settings import Settings
+from model.config import DISTILL
+from model.curve import LEARNING_CURVE, point_text
+from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MAIN_MODEL, MODELS, TEACHER, TRAIN
+
+
+def recipe_line(record: dict) -> str:
+    """How the served BERT was made, in a few words."""
+    steps = record.get("steps", {})
+    student, teacher = steps.get(MAIN_MODEL, {}), steps.get(TEACHER, {})
+    if student.get("recipe") == DISTILL:
+        made = (f"recipe distill: {student['labelled']:,} labels plus {student['teacher_labelled']:,} unlabeled "
+                f"reviews labelled by the teacher {teacher.get('base_model', '')}")  # fmt: skip
+    else:
+        made = "recipe plain (stronger, from the same labels: --recipe distill, see model/README.md)"
+    calibration = steps.get("calibrate", {})
+    offset, temperature = calibration.get("offset"), calibration.get("temperature")
+    per = f" per {calibration['offset_per']}" if "offset_per" in calibration else ""
+    made += f", offset {offset:+.2f}{per}" if offset else ""
+    return made + (f", temperature {temperature:.2f}" if temperature else "")
+
+
+def summary(record: dict, settings: Settings) -> str:
+    """One screen: what was built, how well each model does, how long each step took."""
+    counts = record["counts"]
+    lines = [
+        f"Textflix run {record['run_id']} ({record['status']}) in {display_url(settings.database)}",
+        f"  base model {record['base_model']}, seed {record['seed']}, {recipe_line(record)}",
+        f"  {counts.get(TRAIN, 0):,} training reviews · {counts.get(CATALOGUE, 0):,} catalogue "
+        f"reviews of {counts.get('titles', 0)} titles · {counts.get(EVAL, 0):,} evaluation reviews",
+        "",
+        f"  {'model':8} {'set':10} {'accuracy':>8} {'F1':>6} {'ECE':>6}",
+    ]
+    metrics = record["metrics"]
+    for model in (*MODELS, TEACHER):
+        for split, m in metrics.get(model, {}).items():
+            lines.append(
+                f"  {model:8} {split:10} {m['accuracy']:8.3f} {m['f1']:6.3f} {m['ece']:6.3f}"
+            )
+    if lengths := metrics.get(LENGTHS):
+        lines += ["", *length_lines(lengths)]
+    if curve := metrics.get(LEARNING_CURVE):
+        lines += ["", *curve_lines(curve)]
+    timings = record["timings"]
+    lines += [
+        "",
+        "  " + " · ".join(f"{step} {seconds:,.0f} s" for step, seconds in timings.items())
+        + f" · total {sum(timings.values()):,.0f} s",
+    ]
+    return "\n".join(lines)
+
+
+def length_lines(lengths: dict) -> list[str]:
+    """The length table (``model.lengths``): a row per band of sentences, accuracy per model."""
+    lines = [
+        "  accuracy by length, evaluation reviews whole and cut (sentences)",
+        f"  {'band':>8} {'texts':>7} " + " ".join(f"{DISPLAY_NAMES[model]:>8}" for model in MODELS),
+    ]
+    for i, band in enumerate(lengths["bands"]):
+        values = (lengths[model][i] for model in MODELS)
+        row = " ".join("       –" if value is None else f"{value:8.3f}" for value in values)
+        lines.append(f"  {band:>8} {lengths['n'][i]:>7,} {row}")
+    return lines
+
+
+def curve_lines(curve: dict) -> list[str]:
+    """The learning curve as a table: a row per training-set size, mean ± std per model."""
+    spread = f", mean ± std over {curve['seeds']} seeds" if curve["seeds"] > 1 else ""
+    lines = [
+        f"  learning curve, evaluation accuracy{spread} (–: not trained)",
+        f"  {'reviews':>8} " + " ".join(f"{DISPLAY_NAMES[model]:>15}" for model in MODELS),
+    ]
+    for i, size in enumerate(curve["sizes"]):
+        points = (point_text(curve[model]["mean"][i], curve[model]["std"][i]) for model in MODELS)
+        lines.append(f"  {size:>8,} " + " ".join(f"{point:>15}" for point in points))
+    return lines

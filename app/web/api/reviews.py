@@ -1,0 +1,90 @@
+"""POST /api/reviews (analyse, and store with a title) and GET /api/reviews/{id}."""
+
+import threading
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Request, Response, Security
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from app.settings import Settings
+from app.web.analysis import Analyzer
+from app.web.deps import (
+    analyze_while_connected,
+    get_analyzer,
+    get_engine,
+    get_session,
+    get_settings,
+    get_write_lock,
+    require_models,
+)
+from app.web.errors import GUARD_ERRORS, AppError, error_responses
+from app.web.guard import bearer
+from app.web.limits import MAX_ID, check_explanation_size, check_identifier, check_text, check_write_allowed
+from app.web.queries.reviews import review_page
+from app.web.schemas import ReviewDetail, ReviewRequest, ReviewResult
+from app.web.store import catalogue_title_exists, store_user_review
+from app.web.view import View
+
+router = APIRouter(prefix="/api", tags=["reviews"], responses=error_responses(422, 503))
+FULL_VIEW = View(analyze=True, accuracy=True, compare=True)
+
+
+@router.post(
+    "/reviews",
+    status_code=201,
+    response_model=ReviewResult,
+    dependencies=[Security(bearer)],
+    responses={
+        200: {"model": ReviewResult, "description": "Analysed and not stored (no `title_id`)."},
+        **GUARD_ERRORS,
+        **error_responses(429),
+    },
+)
+async def post_review(
+    body: ReviewRequest,
+    request: Request,
+    response: Response,
+    settings: Settings = Depends(get_settings),
+    analyzer: Analyzer = Depends(get_analyzer),
+    write_lock: threading.Lock = Depends(get_write_lock),
+) -> dict:
+    """Analyse a review, and store it under a title.
+
+    Both models' predictions and sentence-level explanations of one review. With a
+    `title_id` the review is stored (source `user`, shown with the catalogue), committed
+    before the answer, which is **201** with its id and URL; without one, nothing is stored
+    and the answer is 200."""
+    check_text("text", body.text, settings)
+    check_identifier("title_id", body.title_id)
+    check_explanation_size("text", [body.text], settings)
+    require_models(analyzer)
+    if body.title_id is not None:
+        check_write_allowed(request, settings)
+        engine = await get_engine(request)  # only a review to store needs the database
+        if not await run_in_threadpool(catalogue_title_exists, engine, body.title_id):
+            raise AppError.one(422, "title_id", f"There is no title {body.title_id!r} in the catalogue.")
+    [result] = await analyze_while_connected(request, analyzer, "text", [body.text], True)
+    answer = {**result, "stored": False, "title_id": body.title_id, "label": body.label}
+    if body.label is not None:
+        for prediction in answer["predictions"].values():
+            prediction["correct"] = prediction["label"] == body.label
+    if body.title_id is None:
+        response.status_code = 200
+        return answer
+    review_id = await run_in_threadpool(store_user_review, engine, write_lock, body.text, body.title_id, body.label, result)
+    answer.update(stored=True, id=review_id, url=f"/reviews/{review_id}", api_url=f"/api/reviews/{review_id}")
+    response.headers["Location"] = answer["api_url"]
+    return answer
+
+
+@router.get("/reviews/{review_id}", response_model=ReviewDetail, responses=error_responses(404))
+def get_review(review_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: Session = Depends(get_session)) -> dict:
+    """One catalogue review with both models and its explanations.
+
+    Text, gold label (if any), each model's prediction, the sentences with their spans
+    and per-model LIME weights, NB-SVM's word weights and the explanation records."""
+    page = review_page(session, review_id, FULL_VIEW)
+    if page is None:
+        raise AppError.one(404, "review_id", f"There is no review {review_id} in the catalogue.")
+    return {"url": f"/reviews/{review_id}", **page}

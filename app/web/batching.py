@@ -1,0 +1,274 @@
+"""How the server shares out its model calls: a micro-batcher per model, and the admission of work.
+
+Each model sits behind a ``MicroBatcher``: requests put their texts on a priority queue;
+one collector task takes the first, waits ``batch_window_ms`` for others (only while
+requests overlap), and runs them all as one model call in the model's own worker
+thread, so the event loop never waits on a model and torch is never called from two
+threads at once. Model calls are kept short, a request's own texts go before LIME's
+perturbed texts, and small calls before large ones, so a short prediction never waits
+long behind others.
+
+Work is bounded: every analysis reserves its model passes (``analysis_cost``) from
+``WorkLimiter``, and beyond ``max_work_in_flight`` a request is refused at once with
+``ServerBusy`` (429 and a Retry-After) instead of queueing without end.
+"""
+
+import asyncio
+import collections
+import heapq
+import itertools
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+
+import numpy as np
+
+from app.web.errors import ServerBusy, ServerStopping
+from model.config import SENTENCE_WINDOWS, LimeConfig
+from model.sentences import Span
+
+log = logging.getLogger("textflix")
+ProbaFn = Callable[[list[str]], np.ndarray]
+URGENT, BACKGROUND = 0, 1  # a request's own texts; LIME's perturbed texts
+FULL_TEXT_CHARS = 1000  # about the characters that fill BERT's window of 256 tokens
+TEXT_OVERHEAD_CHARS = 10  # what a text costs a model call besides its characters (``text_weight``'s least)
+# Full-length texts per model call by default: one forward pass on CPU (2048 tokens), a large batch on CUDA.
+CALL_WEIGHT = {"cpu": 8, "cuda": 256}
+# What a text longer than BERT's window counts for at most: a request's text, the windows a sentence
+# model reads of a text; LIME's, one, for they are made of one text's sentences, and a model call
+# reads a sentence that several of its texts share once.
+LONGEST_WEIGHT = {URGENT: SENTENCE_WINDOWS, BACKGROUND: 1.0}
+
+
+def text_weight(text: str, most: float) -> float:
+    """How much of a model call a text takes: 1 when it fills BERT's window, less when shorter, and
+    up to ``most`` when longer."""
+    return max(0.01, min(most, len(text) / FULL_TEXT_CHARS))
+
+
+def analysis_cost(
+    texts: Sequence[str], explain: bool, lime: LimeConfig, sentences: Sequence[Sequence[Span]] | None = None
+) -> int:
+    """Model passes an analysis is expected to need per model, a pass being a full-length text
+    (``FULL_TEXT_CHARS`` characters; each text counts ``TEXT_OVERHEAD_CHARS`` more): each text
+    once and, for each explained text, the distinct texts its explanation scores
+    (``model.explain.expected_work``), which depend on its sentences: with ``explain``,
+    ``sentences`` holds the spans of each text."""
+    from model.explain import expected_work
+
+    count, chars = float(len(texts)), float(sum(map(len, texts)))
+    if explain:
+        if sentences is None:
+            raise ValueError("the cost of an explanation depends on the sentences of its texts: pass them")
+        for text, spans in zip(texts, sentences, strict=True):
+            more_texts, more_chars = expected_work(text, spans, lime)
+            count, chars = count + more_texts, chars + more_chars
+    return math.ceil((chars + TEXT_OVERHEAD_CHARS * count) / FULL_TEXT_CHARS)
+
+
+class WorkLimiter:
+    """Admits analyses while their model passes in flight stay within ``capacity``."""
+
+    WINDOW_S = 30.0  # throughput, for Retry-After, is measured over this many seconds
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.in_flight = 0
+        self._done: collections.deque[tuple[float, int]] = collections.deque()
+
+    @asynccontextmanager
+    async def admit(self, cost: int):
+        """Reserves ``cost`` model passes for the block, which gets a function that raises the
+        reservation to a new total once it knows more (``ServerBusy`` if that does not fit)."""
+        held = 0
+
+        def reserve(total: int) -> None:
+            nonlocal held
+            others = self.in_flight - held
+            if others + total > self.capacity:
+                raise ServerBusy(
+                    f"The server is busy with {others:,} model passes of other analyses; this one needs "
+                    f"{total:,} and the limit is {self.capacity:,} (TEXTFLIX_MAX_WORK_IN_FLIGHT). Retry shortly.",
+                    self.retry_after(others + total - self.capacity),
+                )
+            self.in_flight += total - held
+            held = total
+
+        reserve(cost)
+        try:
+            yield reserve
+            self._done.append((time.monotonic(), held))
+        finally:
+            self.in_flight -= held
+
+    def retry_after(self, excess: int) -> int:
+        """Seconds until ``excess`` model passes more are likely to fit, from the throughput of the last half minute."""
+        now = time.monotonic()
+        while self._done and self._done[0][0] < now - self.WINDOW_S:
+            self._done.popleft()
+        rate = sum(units for _, units in self._done) / self.WINDOW_S
+        return 5 if rate == 0 else max(1, min(60, math.ceil(excess / rate)))
+
+
+class MicroBatcher:
+    """Gathers concurrent calls of one model into batched calls in one worker thread.
+
+    ``await batcher(texts, priority)`` returns the model's class probabilities, one row
+    per text. A call is cut into pieces of at most ``call_weight`` full-length texts
+    (``text_weight``: shorter texts count for less, longer ones up to ``LONGEST_WEIGHT``),
+    and a model call takes at most that much too, so that it stays short: it cannot be
+    interrupted, and a newly arrived call waits for at most the one that is running. Waiting
+    pieces go most urgent first (a request's own texts before LIME's), then smallest first,
+    then oldest. A batch of URGENT pieces waits up to ``window_s`` seconds (0: batching off,
+    one piece per model call) for company, only while calls overlap (the last batch had
+    several, or more are queued), so a lone request at low load pays no delay, and no longer
+    than it takes to fill a model call. Texts are deduplicated within a batch; cancelled calls are dropped.
+    """
+
+    def __init__(self, name: str, predict: ProbaFn, window_s: float, max_texts: int, call_weight: float = 8):
+        self.name = name
+        self.predict = predict
+        self.window_s = window_s
+        self.max_texts = max_texts
+        self.call_weight = call_weight
+        self.calls = 0  # model calls made, and texts sent to the model (after dedup)
+        self.texts = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # A heap of (priority, weight, arrival, texts, future): most urgent, then lightest, then oldest.
+        self._waiting: list[tuple[int, float, int, list[str], asyncio.Future]] = []
+        self._arrived: asyncio.Event | None = None
+        self._arrival = itertools.count()
+        self._task: asyncio.Task | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._in_flight: list[tuple[list[str], asyncio.Future]] = []
+        self._contended = False  # did the last batch have company (several calls, or more waiting)?
+
+    def _ensure_started(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is loop and self._task is not None and not self._task.done():
+            return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"textflix-{self.name}")
+        self._loop = loop
+        self._arrived = asyncio.Event()
+        self._task = loop.create_task(self._collect(), name=f"textflix-batcher-{self.name}")
+
+    async def __call__(self, texts: Sequence[str], priority: int = URGENT) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.empty((0, 2), dtype=np.float32)
+        self._ensure_started()
+        futures = []
+        for piece, weight in self._pieces(texts, LONGEST_WEIGHT[priority]):
+            futures.append(self._loop.create_future())
+            heapq.heappush(self._waiting, (priority, weight, next(self._arrival), piece, futures[-1]))
+        self._arrived.set()
+        return np.concatenate(await asyncio.gather(*futures))
+
+    def _pieces(self, texts: list[str], longest: float) -> list[tuple[list[str], float]]:
+        """``texts`` cut into pieces of at most ``call_weight``, with their weights (a text's at most ``longest``)."""
+        pieces: list[tuple[list[str], float]] = [([], 0.0)]
+        for text in texts:
+            weight = text_weight(text, longest)
+            piece, total = pieces[-1]
+            if piece and (total + weight > self.call_weight or len(piece) == self.max_texts):
+                pieces.append(([], 0.0))
+                piece, total = pieces[-1]
+            piece.append(text)
+            pieces[-1] = (piece, total + weight)
+        return pieces
+
+    async def _collect(self) -> None:
+        waiting, loop = self._waiting, asyncio.get_running_loop()
+        while True:
+            while not waiting:
+                self._arrived.clear()
+                await self._arrived.wait()
+            if waiting[0][0] == URGENT and self.window_s > 0 and (self._contended or len(waiting) > 1):
+                # Wait for company only while requests overlap: a lone request at low load goes
+                # straight to the model instead of paying the window.
+                await self._wait_for_company(loop.time() + self.window_s)
+            live = self._take_batch()
+            if not live:
+                continue
+            self._in_flight = live
+            try:
+                await self._run(live, loop)
+            finally:
+                self._in_flight = []
+            self._contended = len(live) > 1 or bool(waiting)
+
+    async def _wait_for_company(self, deadline: float) -> None:
+        """Until ``deadline``, or until the urgent pieces waiting fill a model call: the model
+        then has its batch and would only sit idle for the rest of the window."""
+        while not self._urgent_call_full():
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), deadline - self._loop.time())
+            except TimeoutError:
+                return
+
+    def _urgent_call_full(self) -> bool:
+        urgent = [(weight, len(texts)) for priority, weight, _, texts, _ in self._waiting if priority == URGENT]
+        return sum(w for w, _ in urgent) >= self.call_weight or sum(n for _, n in urgent) >= self.max_texts
+
+    def _take_batch(self) -> list[tuple[list[str], asyncio.Future]]:
+        """The pieces at the head of the queue that fit in one model call, cancelled ones dropped."""
+        priority = self._waiting[0][0]
+        batch, weight, count = [], 0.0, 0
+        while self._waiting and self._waiting[0][0] == priority:
+            _, piece_weight, _, texts, future = self._waiting[0]
+            full = weight + piece_weight > self.call_weight or count + len(texts) > self.max_texts
+            if batch and (full or self.window_s == 0):  # window 0: batching off
+                break
+            heapq.heappop(self._waiting)
+            if not future.done():
+                batch.append((texts, future))
+                weight, count = weight + piece_weight, count + len(texts)
+        return batch
+
+    async def _run(self, live: list[tuple[list[str], asyncio.Future]], loop: asyncio.AbstractEventLoop) -> None:
+        """One model call for every caller in ``live``; each caller gets its rows or the error."""
+        unique: dict[str, int] = {}
+        rows = [[unique.setdefault(text, len(unique)) for text in texts] for texts, _ in live]
+        try:
+            probs = await loop.run_in_executor(self._executor, self.predict, list(unique))
+            if len(probs) != len(unique):
+                raise RuntimeError(f"{self.name} returned {len(probs)} rows for {len(unique)} texts")
+        except Exception as error:
+            if len(live) > 1:  # find the culprit: the others should not fail with it
+                for item in live:
+                    await self._run([item], loop)
+                return
+            log.exception("%s failed on %d texts", self.name, len(unique))
+            if not live[0][1].done():
+                live[0][1].set_exception(error)
+            return
+        self.calls += 1
+        self.texts += len(unique)
+        for (_, future), index in zip(live, rows):
+            if not future.done():
+                future.set_result(probs[index])
+
+    async def stop(self) -> None:
+        """Stop collecting; callers still waiting are told the server is stopping."""
+        pending = list(self._in_flight)
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        pending += [(texts, future) for *_, texts, future in self._waiting]
+        self._waiting.clear()
+        for _, future in pending:
+            if not future.done():
+                future.set_exception(ServerStopping())
+        self._task = None
+        self._in_flight = []
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None

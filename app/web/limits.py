@@ -1,0 +1,137 @@
+"""What one request may ask for, checked against the settings: the API and /analyze alike.
+
+Each check raises ``AppError`` (422) naming the field and the limit, before any work is done.
+"""
+
+import ipaddress
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+
+from app.settings import Settings
+from app.web.errors import AppError, problem
+
+IDENTIFIER_MAX_CHARS = 64  # title ids and other short string fields
+MAX_ID = 2**63 - 1  # the largest row id a database can hold
+
+
+def text_problems(field: str, text: str, settings: Settings) -> list[dict]:
+    """What is wrong with one review text, as error items naming ``field``."""
+    limit = settings.max_text_chars
+    if not text.strip():
+        return [problem(field, "The text is empty or only whitespace; it needs at least 1 non-space character.", 1)]
+    if len(text) > limit:
+        return [problem(field, f"The text is {len(text):,} characters long; the limit is {limit:,}.", limit)]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return [problem(field, f"The text holds invalid Unicode (a lone surrogate at character {error.start}).")]
+    return []
+
+
+def check_text(field: str, text: str, settings: Settings) -> None:
+    if problems := text_problems(field, text, settings):
+        raise AppError(422, problems)
+
+
+def check_texts(texts: list[str], settings: Settings) -> None:
+    most = settings.max_texts
+    if not texts:
+        raise AppError.one(422, "texts", "Send at least 1 text.", 1)
+    if len(texts) > most:
+        raise AppError.one(422, "texts", f"At most {most} texts per request; got {len(texts)}.", most)
+    problems = [p for i, text in enumerate(texts) for p in text_problems(f"texts[{i}]", text, settings)]
+    if problems:
+        raise AppError(422, problems)
+
+
+def check_explanation_size(field: str, texts: list[str], settings: Settings) -> None:
+    """The characters one request may ask to have explained (the models read them all, in every
+    text LIME scores). Its sentences, and the model passes its explanation takes, are counted
+    once the analysis is admitted (``ExplanationTooLarge``, a 422 too): splitting costs time,
+    which a request refused here does not get."""
+    amount, limit = sum(map(len, texts)), settings.max_explain_chars
+    if amount > limit:
+        raise AppError.one(
+            422, field,
+            f"Explaining this means explaining {amount:,} characters; one request may ask for at most {limit:,} "
+            "(TEXTFLIX_MAX_EXPLAIN_CHARS). Send fewer or shorter texts, or leave out the explanations.",
+            limit,
+        )  # fmt: skip
+
+
+def check_identifier(field: str, value: str | None, max_chars: int = IDENTIFIER_MAX_CHARS) -> None:
+    """Short identifier fields: a sane length and valid Unicode."""
+    if value is None:
+        return
+    if len(value) > max_chars:
+        raise AppError.one(422, field, f"At most {max_chars} characters; got {len(value):,}.", max_chars)
+    if not plausible_identifier(value):
+        raise AppError.one(422, field, "An identifier holds no control characters nor invalid Unicode.")
+
+
+def plausible_identifier(value: str) -> bool:
+    """Whether ``value`` could be a title id at all (short, printable, valid Unicode): others are not found."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return len(value) <= IDENTIFIER_MAX_CHARS and value.isprintable()
+
+
+def check_page_size(per_page: int, settings: Settings) -> None:
+    limit = settings.max_per_page
+    if per_page > limit:
+        raise AppError.one(422, "per_page", f"At most {limit} items per page; got {per_page:,}.", limit)
+
+
+# Headers a proxy adds: a request that has one came through a proxy, whatever address it comes from.
+FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip", "via")
+
+
+def on_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def not_local(request: Request, settings: Settings) -> str | None:
+    """Why ``request`` is not from a client on this machine, or None when it is.
+
+    The client is the connecting socket's address; uvicorn takes it from X-Forwarded-For only
+    from ``trusted_proxies`` (``app.cli.uvicorn_options``), and without any, a request that
+    carries a proxy's header came through a proxy and is not taken as local. The Host header
+    must name this machine too (``localhost`` or a loopback address), so that a page of
+    another site whose name resolves to 127.0.0.1 (DNS rebinding) cannot write."""
+    client = request.client.host if request.client else None
+    if client is None or not on_loopback(client):
+        return f"the client is at {client or 'an unknown address'}"
+    if not settings.trusted_proxies:
+        forwarded = [name for name in FORWARDING_HEADERS if name in request.headers]
+        if forwarded:
+            return f"it came through a proxy ({', '.join(forwarded)}) and TEXTFLIX_TRUSTED_PROXIES is not set"
+    host = request.headers.get("host", "")
+    try:
+        hostname = urlsplit(f"//{host}").hostname
+    except ValueError:
+        hostname = None
+    if hostname is None or not on_loopback(hostname):
+        return f"its Host header ({host!r}) does not name this machine"
+    return None
+
+
+def check_write_allowed(request: Request, settings: Settings, field: str = "title_id", what: str = "stores reviews") -> None:
+    """Storing a review, or exporting the database, needs the token (checked by the guard, or by
+    ``require_token``, when one is set), a client on this machine (``not_local``), or
+    ``allow_anonymous_writes``."""
+    if settings.api_token is not None or settings.allow_anonymous_writes:
+        return
+    if reason := not_local(request, settings):
+        raise AppError.one(
+            403, field,
+            f"Without a token this server {what} only for this machine, and {reason}: its operator can "
+            "set TEXTFLIX_API_TOKEN (and you send the token), or TEXTFLIX_ALLOW_ANONYMOUS_WRITES=1.",
+        )  # fmt: skip

@@ -1,0 +1,59 @@
+"""The web application: pages, JSON API and health check over the pipeline's database."""
+
+import logging
+import threading
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from app.db import database_problem, make_engine
+from app.settings import Settings
+from app.web import api, errors, pages
+from app.web.analysis import load_analyzer
+from app.web.guard import ApiGuard
+from app.web.headers import SecurityHeaders
+from app.web.timing import ServerTiming
+
+log = logging.getLogger("textflix")
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    """Load the models once (they stay on the app when the lifespan restarts); start and stop the analyzer."""
+    state = app.state
+    if state.analyzer is None:
+        state.analyzer = await run_in_threadpool(load_analyzer, state.settings)
+    await state.analyzer.start()
+    try:
+        yield
+    finally:
+        await state.analyzer.stop()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    app = FastAPI(
+        title="Textflix",
+        description="Sentiment analysis of movie reviews, explained. JSON API under /api/; "
+        "errors are `{\"detail\": [{\"field\", \"message\", \"limit\"?}]}`.",
+        lifespan=lifespan,
+    )
+    problem = database_problem(settings.database)
+    if problem:
+        log.error(problem)
+    app.state.settings = settings
+    app.state.database_problem = problem
+    app.state.engine = None if problem else make_engine(settings.database)
+    app.state.write_lock = threading.Lock()  # one writer at a time (SQLite)
+    app.state.export_lock = threading.Lock()  # one export at a time: each reads the whole database
+    app.state.analyzer = None  # loaded at start-up, see lifespan
+
+    pages.install(app)
+    api.install(app)
+    errors.install(app)
+    app.add_middleware(ApiGuard, settings=settings)
+    app.add_middleware(errors.StoppedAnswered)  # outside the guard: a request cancelled while its body is read too
+    app.add_middleware(ServerTiming)  # outside the guard, so it times the guard too
+    app.add_middleware(SecurityHeaders)  # outermost: the guard's refusals carry the headers too
+    return app

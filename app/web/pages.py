@@ -1,0 +1,218 @@
+"""The web pages: server-rendered HTML (Jinja2) with a JSON twin for every page.
+
+Each page is one query function (``app.web.queries``) whose dict feeds both the template
+and the JSON answer. Ask for JSON with ``Accept: application/json`` or the ``.json``
+twin of the path (``/index.json`` for the dashboard). The view state lives in the query
+string (``app.web.view``). Templates are in ``templates/``, CSS and JS in ``static/``.
+"""
+
+import math
+from dataclasses import replace
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy.orm import Session
+
+from app.settings import Settings
+from app.web.analysis import Analyzer
+from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
+from app.web.errors import AppError, route_path, wants_json
+from app.web.limits import MAX_ID, check_explanation_size, check_text, plausible_identifier
+from app.web.queries import about, dashboard, reviews, rows, summaries
+from app.web.templating import STATIC_DIR, templates
+from app.web.view import View
+from model.data import clean_text
+from model.names import MODELS
+
+
+def _json_safe(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def respond(request: Request, template: str, data: dict, view: View, error: AppError | None = None) -> Response:
+    """The page as HTML, or its data (and the view) as JSON when the client asks for JSON;
+    with ``error``, the page (a form, say) says what was wrong, with the error's status."""
+    status, headers = (error.status, error.headers) if error else (200, None)
+    if wants_json(request):
+        return JSONResponse(_json_safe({"view": view.as_dict(), **data}), status, headers)
+    path = route_path(request.scope)
+    query = request.url.query
+    json_url = ("/index.json" if path == "/" else path + ".json") + (f"?{query}" if query else "")
+    context = {"view": view, "path": path, "json_url": json_url, **data}
+    return templates.TemplateResponse(request, template, context, status_code=status, headers=headers)
+
+
+def respond_found(request: Request, template: str, data: dict | None, view: View, what: str) -> Response:
+    """``respond``, or a 404 naming ``what`` when the query found nothing (``data`` is None)."""
+    if data is None:
+        raise AppError.one(404, None, f"{what} is not in the catalogue.")
+    return respond(request, template, data, view)
+
+
+router = APIRouter(include_in_schema=False)
+
+# Each page answers at its path and at its .json twin. Decorators apply bottom-up, so the
+# twin (the lower one) is registered first: "/movies/{title_id}" would swallow "x.json".
+
+
+MAX_PAGE = 1_000_000  # as the API's page numbers
+MAX_SEARCH_CHARS = 200
+
+
+def page_number(request: Request) -> int:
+    """The ``page`` of the query string, a whole number from 1 (``AppError`` 422 otherwise)."""
+    given = request.query_params.get("page", "1").strip() or "1"
+    whole = given.isascii() and given.isdigit() and len(given) <= len(str(MAX_PAGE))
+    if not whole or not 1 <= int(given) <= MAX_PAGE:
+        raise AppError.one(
+            422, "page", f"The page number is a whole number from 1 to {MAX_PAGE:,}; got {given[:20]!r}.", MAX_PAGE
+        )
+    return int(given)
+
+
+def dashboard_view(request: Request) -> View:
+    """The view of the dashboard, with its title search (``q``) and page number."""
+    search = request.query_params.get("q", "").strip()
+    if len(search) > MAX_SEARCH_CHARS:
+        raise AppError.one(
+            422, "q", f"A title search is at most {MAX_SEARCH_CHARS} characters; got {len(search):,}.", MAX_SEARCH_CHARS
+        )
+    return replace(View.from_request(request), q=search, page=page_number(request))
+
+
+def paginated(request: Request, view: View, pagination: dict, what: str) -> None:
+    """Add to ``pagination`` the links to the pages before and after, in the format of this
+    answer (None at either end); a 404 for a page past the last."""
+    page, pages, total = pagination["page"], pagination["pages"], pagination["total"]
+    if page > pages:
+        raise AppError.one(404, "page", f"There is no page {page:,}: {total:,} {what}, {pages:,} pages of {pagination['per_page']}.")
+    path = route_path(request.scope)
+    pagination["prev"] = path + view.query(page=page - 1) if page > 1 else None
+    pagination["next"] = path + view.query(page=page + 1) if page < pages else None
+
+
+@router.get("/")
+@router.get("/index.json")
+def dashboard_page(
+    request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+) -> Response:
+    view = dashboard_view(request)
+    data = dashboard.dashboard(session, view, settings.titles_per_page)
+    paginated(request, view, data["pagination"], f"titles match {view.q!r}" if view.q else "titles")
+    return respond(request, "dashboard.html", data, view)
+
+
+@router.get("/movies/{title_id}")
+@router.get("/movies/{title_id}.json")
+def movie_page(title_id: str, request: Request, session: Session = Depends(get_session)) -> Response:
+    view = View.from_request(request)
+    page = reviews.movie_page(session, title_id, view) if plausible_identifier(title_id) else None
+    return respond_found(request, "movie.html", page, view, f"Title {title_id!r}")
+
+
+@router.get("/reviews/{review_id:int}")
+@router.get("/reviews/{review_id:int}.json")
+def review_page(review_id: int, request: Request, session: Session = Depends(get_session)) -> Response:
+    view = View.from_request(request)
+    page = reviews.review_page(session, review_id, view) if review_id <= MAX_ID else None
+    return respond_found(request, "review.html", page, view, f"Review {review_id}")
+
+
+@router.get("/disagreements")
+@router.get("/disagreements.json")
+def disagreements_page(
+    request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+) -> Response:
+    view = replace(View.from_request(request), page=page_number(request))
+    data = reviews.disagreements(session, view.page, settings.disagreements_per_page)
+    paginated(request, view, data["pagination"], "disagreements")
+    return respond(request, "disagreements.html", data, view)
+
+
+@router.get("/about")
+@router.get("/about.json")
+def about_page(request: Request, session: Session = Depends(get_session)) -> Response:
+    return respond(request, "about.html", about.about(session), View.from_request(request))
+
+
+async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
+    """Both models on one text, as the page shows them."""
+    [result] = await analyze_while_connected(request, analyzer, "text", [text], True)
+    predictions = {
+        model: {**prediction, "confidence": summaries.confidence_of(prediction)}
+        for model, prediction in result["predictions"].items()
+    }
+    sentences = [{**sentence, "position": index} for index, sentence in enumerate(result["sentences"])]
+    item = {
+        "predictions": {model: predictions[model] for model in MODELS if model in predictions},
+        "sentences": sentences,
+        "disagree": len({p["label"] for p in predictions.values()}) > 1,
+        "trust": {
+            model: rows.explanation_trust({**e["quality"], "score": e["score"]})
+            for model, e in (result.get("explanations") or {}).items()
+        },
+    }
+    return item
+
+
+async def _submitted(request: Request) -> dict:
+    """The fields of the posted form or JSON object (the guard has checked its size, its type and the token)."""
+    if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        return dict(await request.form())
+    try:
+        body = await request.json()
+    except (ValueError, RecursionError):
+        raise AppError.one(400, "body", "The body is not valid JSON (or is nested too deeply).") from None
+    return body if isinstance(body, dict) else {}
+
+
+async def _analysis(request: Request, analyzer: Analyzer, settings: Settings, data: dict) -> None:
+    """Fill ``data`` with the analysis of the posted text, or raise ``AppError`` saying why not."""
+    if request.method != "POST":  # a link may fill the form in, but only a POST makes the server work
+        require_models(analyzer)
+        return
+    fields = await _submitted(request)
+    text = fields.get("text", "")
+    if not isinstance(text, str):
+        raise AppError.one(422, "text", "The text must be a string.")
+    text = clean_text(text)  # as the API's texts and the catalogue's reviews
+    data["text"] = text.encode("utf-8", "replace").decode("utf-8")  # the form gives it back, printable
+    require_models(analyzer)
+    if not text.strip():
+        raise AppError.one(422, "text", "Paste a review into the box first.", 1)
+    check_text("text", text, settings)
+    check_explanation_size("text", [text], settings)
+    data["result"] = await _analyze(request, analyzer, text)
+
+
+@router.api_route("/analyze", methods=["GET", "POST"])
+@router.api_route("/analyze.json", methods=["GET", "POST"])
+async def analyze_page(
+    request: Request, analyzer: Analyzer = Depends(get_analyzer), settings: Settings = Depends(get_settings)
+) -> Response:
+    """The form (GET, ``?text=`` fills it in) and the analysis of the posted review (POST)."""
+    limit = settings.max_text_chars
+    text = request.query_params.get("text", "")[:limit]
+    view = View.from_request(request)
+    data = {"text": text, "result": None, "error": None, "max_chars": limit, "needs_token": settings.api_token is not None}
+    try:
+        await _analysis(request, analyzer, settings, data)
+    except AppError as error:
+        if wants_json(request):
+            raise
+        data["error"] = " ".join(problem["message"] for problem in error.problems)
+        return respond(request, "analyze.html", data, view, error)
+    return respond(request, "analyze.html", data, view)
+
+
+def install(app: FastAPI) -> None:
+    """Add the pages and their static files to ``app``."""
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.include_router(router)

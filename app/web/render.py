@@ -1,0 +1,220 @@
+"""HTML fragments built on the server: highlighted review text, and each model's bar of
+predictions with its ticks (the charts of the about page are ``app.web.charts``).
+
+Everything that comes from the database or a user goes through ``markupsafe.escape``;
+the fragments are returned as ``Markup`` so that the templates insert them as they are.
+Colours come from CSS classes (``static/textflix.css``), intensities from ``--a``: a
+weight's share of ``model.quality.FULL_COLOUR_WEIGHT``, one scale for every review and
+model, so the same weight looks the same everywhere.
+"""
+
+import math
+import re
+from collections import Counter
+
+from jinja2 import Undefined
+from markupsafe import Markup, escape
+
+from app.web.view import View
+from model.names import DISPLAY_NAMES, NEGATIVE, POSITIVE, WORD_LEVEL_MODEL, short_label
+from model.quality import FULL_COLOUR_WEIGHT, LOG_ODDS
+
+MIN_ALPHA = 0.04  # weaker highlights are not drawn
+TICK_COLUMNS = 400  # most wrong-review ticks under a bar: 2 px each on a bar 800 px wide
+# The column drawings of big catalogues' ticks, by the ticks list they were drawn from (kept with
+# it, so that its id is not reused): that list is the same object from request to request while
+# the catalogue is unchanged (``app.web.catalogue_cache``), and drawing it costs milliseconds.
+_drawn: dict[int, tuple[list, Markup]] = {}
+KEPT_DRAWINGS = 16
+
+
+def percent(value: float | None, digits: int = 0) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{value:.{digits}%}"
+
+
+def _full_colour(target: str | None) -> float:
+    """The weight drawn in full colour in the space ``target`` (log-odds by default)."""
+    return FULL_COLOUR_WEIGHT.get(target, FULL_COLOUR_WEIGHT[LOG_ODDS])
+
+
+def _what(model: str | None, level: str) -> str:
+    """The start of a highlight's tooltip, escaped: "BERT sentence weight"."""
+    return str(escape(f"{DISPLAY_NAMES.get(model, model)} {level} weight"))
+
+
+_SIDES = {True: ("pos", POSITIVE), False: ("neg", NEGATIVE)}  # a weight > 0: its class and label
+
+
+def _mark(escaped: str, weight: float | None, full_colour: float, what: str) -> str:
+    """``escaped`` text in a highlight of strength |weight| / ``full_colour``, unless that is too faint to draw."""
+    strength = 0.0 if weight is None else abs(weight) / full_colour
+    if strength < MIN_ALPHA:
+        return escaped
+    side, toward = _SIDES[weight > 0]
+    return (
+        f'<span class="hl {side}" style="--a:{min(1.0, strength):.2f}" '
+        f'title="{what} {weight:+.3f} toward {toward}">{escaped}</span>'
+    )
+
+
+Pieces = list[tuple[str, dict | None]]
+
+
+def cut(text: str, sentences: list[dict]) -> Pieces:
+    """The text cut at its sentences' spans, each piece escaped and paired with its sentence
+    (None between sentences); where the spans do not fit the text, the sentences themselves.
+    Cut once, a text is highlighted for each model (``highlight``)."""
+    pieces = _pieces(text, sorted(sentences, key=lambda s: s.get("start") or 0))
+    if pieces is None:
+        pieces = []
+        for sentence in sentences:
+            pieces += [(sentence["text"], sentence), (" ", None)]
+    return [(piece if piece.isspace() else str(escape(piece)), sentence) for piece, sentence in pieces]
+
+
+def _pieces(text: str, sentences: list[dict]) -> Pieces | None:
+    """The text cut at the sentence spans, or None if the spans do not fit the text."""
+    pieces: Pieces = []
+    position = 0
+    for sentence in sentences:
+        start, end = sentence.get("start"), sentence.get("end")
+        if start is None or end is None or not position <= start <= end <= len(text):
+            return None
+        if start > position:
+            pieces.append((text[position:start], None))
+        pieces.append((text[start:end], sentence))
+        position = end
+    if position < len(text):
+        pieces.append((text[position:], None))
+    return pieces
+
+
+def highlight(pieces: Pieces, model: str | None, target: str | None = None) -> Markup:
+    """A review text, ``cut`` into its sentences, with each sentence's background coloured by
+    ``model``'s LIME weight.
+
+    ``target`` is the space of the weights (``Explanation.target``); green pushes toward
+    positive, orange toward negative. Without a model, the plain escaped text.
+    """
+    if model is None:
+        return Markup("".join(piece for piece, _ in pieces))
+    full_colour, what = _full_colour(target), _what(model, "sentence")
+    return Markup(
+        "".join(
+            _mark(piece, sentence["weights"].get(model), full_colour, what) if sentence else piece
+            for piece, sentence in pieces
+        )
+    )
+
+
+def sentence_mark(sentence: dict, model: str, target: str | None = None) -> Markup:
+    """One sentence (``text`` and ``weight``) highlighted on its own."""
+    return Markup(_mark(str(escape(sentence["text"])), sentence["weight"], _full_colour(target), _what(model, "sentence")))
+
+
+def word_highlight(text: str, words: list[dict], target: str | None = None) -> Markup:
+    """The text with every case-insensitive, whole-word occurrence of each weighted word marked."""
+    weights = {entry["word"].lower(): entry["weight"] for entry in words if entry["word"]}
+    if not weights:
+        return Markup(escape(text))
+    pattern = re.compile(
+        r"(?<!\w)(?:" + "|".join(re.escape(word) for word in sorted(weights, key=len, reverse=True)) + r")(?!\w)",
+        re.IGNORECASE,
+    )
+    full_colour, what = _full_colour(target), _what(WORD_LEVEL_MODEL, "word")
+    parts, position = [], 0
+    for match in pattern.finditer(text):
+        parts.append(str(escape(text[position : match.start()])))
+        parts.append(_mark(str(escape(match.group(0))), weights.get(match.group(0).lower()), full_colour, what))
+        position = match.end()
+    parts.append(str(escape(text[position:])))
+    return Markup("".join(parts))
+
+
+# --- bars --------------------------------------------------------------------------------
+
+
+def number(value: int | None | Undefined) -> str:
+    """``value`` with thousands separators; a dash for a figure not known: None, or missing from the run
+    record (its counts are empty while a new build's first step runs)."""
+    return "–" if value is None or isinstance(value, Undefined) else f"{value:,}"
+
+
+def model_bars(summary: dict, view: View, noun: str = "reviews") -> Markup:
+    """The bar of each model the view shows (``summary["models"]``, as ``queries.summaries.in_view`` makes
+    them), named when it shows both."""
+    return Markup("".join(model_bar(summary["models"][model], view, noun, view.show_compare) for model in view.models))
+
+
+def model_bar(s: dict, view: View, noun: str = "reviews", named: bool = False) -> str:
+    """One model's sentiment over some reviews: bar, and with accuracy on, the wrong-review
+    ticks and the accuracy line."""
+    name = f'<p class="model-name">{escape(s["name"])}</p>' if named else ""
+    text = f'{number(s["reviews"])} {escape(noun)} · {number(s["positive"])} positive ({percent(s["positive_share"])})'
+    accuracy = ""
+    if view.show_accuracy:
+        said = "No gold labels" if s["accuracy"] is None else f'{percent(s["accuracy"])} accuracy'
+        if s["accuracy"] is not None and s["wrong"]:
+            said += f' ({number(s["wrong"])} wrong)'
+        if s["user_labeled"]:
+            said += (
+                f' · {number(s["user_labeled"])} labelled by their writers, not counted ({number(s["user_agree"])} agree)'
+            )
+        accuracy = f'\n  {ticks_svg(s)}\n  <p class="accuracy-text">{said}</p>'
+    return (
+        f'<div class="model-bar" data-model="{escape(s["model"])}">{name}\n  <div class="bar">{bar_svg(s)}'
+        f'<span class="bar-text">{text}</span>\n  </div>{accuracy}\n</div>'
+    )
+
+
+def bar_svg(summary: dict) -> Markup:
+    """A model's reviews as one bar, ordered by positive probability (see queries.summaries.model_summary)."""
+    total = summary["scored"]
+    if not total:
+        return Markup("")
+    rects, x = [], 0
+    for run in summary["bar"]:
+        rects.append(f'<rect class="{run["level"]}" x="{x}" y="0" width="{run["count"]}" height="1"/>')
+        x += run["count"]
+    return Markup(
+        f'<svg class="bar-fill" viewBox="0 0 {total} 1" preserveAspectRatio="none" '
+        f'shape-rendering="crispEdges" aria-hidden="true" focusable="false">{"".join(rects)}</svg>'
+    )
+
+
+def ticks_svg(summary: dict) -> Markup:
+    """A tick under the bar at each wrong review, coloured by its gold label. Over more than
+    ``TICK_COLUMNS`` reviews (a big catalogue, where 2 px ticks would merge into a band) the bar
+    is cut into that many columns, and a column's tick is as opaque as its share of the most
+    wrong reviews any column has."""
+    total = summary["scored"]
+    if not total:
+        return Markup("")
+    ticks = summary.get("ticks", ())
+    if total <= TICK_COLUMNS:
+        return _ticks_svg(total, "".join(_tick(tick["gold"], tick["index"] + 0.5) for tick in ticks))
+    found = _drawn.get(id(ticks))
+    if found is not None and found[0] is ticks:
+        return found[1]
+    width = total / TICK_COLUMNS
+    columns = Counter((int(tick["index"] / width), tick["gold"]) for tick in ticks)
+    most = max(columns.values(), default=1)
+    drawing = _ticks_svg(
+        total, "".join(_tick(gold, (column + 0.5) * width, count / most) for (column, gold), count in sorted(columns.items()))
+    )
+    if len(_drawn) >= KEPT_DRAWINGS:
+        _drawn.clear()
+    _drawn[id(ticks)] = (ticks, drawing)
+    return drawing
+
+
+def _ticks_svg(total: int, lines: str) -> Markup:
+    return Markup(
+        f'<svg class="ticks" viewBox="0 0 {total} 1" preserveAspectRatio="none" '
+        f'aria-hidden="true" focusable="false">{lines}</svg>'
+    )
+
+
+def _tick(gold: str, x: float, opacity: float = 1.0) -> str:
+    shade = "" if opacity == 1.0 else f' stroke-opacity="{max(0.15, opacity):.2f}"'
+    return f'<line class="tick gold-{short_label(gold)}" x1="{x:g}" x2="{x:g}" y1="0" y2="1"{shade}/>'

@@ -1,0 +1,359 @@
+"""Pydantic schemas of the JSON API (requests, answers, errors), apart from the ORM models.
+
+Request bodies are strict: unknown fields, and values of the wrong JSON type, are
+refused (a string is not taken for a boolean, a number not for a string). The limits
+that depend on the settings (text length, number of texts, page size) are checked by the
+routes and written into the OpenAPI schema at start-up (``app.web.api.document_limits``).
+"""
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model
+
+from model.data import clean_text
+from model.names import MODELS, NEGATIVE, POSITIVE
+
+Label = Literal[POSITIVE, NEGATIVE]
+# A posted review, cleaned as the archive's are when they are read (``model.data.clean_text``): the C1
+# characters mapped through Windows-1252 (U+0096 is the dash meant), other control characters dropped,
+# ``<br />`` a line break, the ends trimmed.
+PostedText = Annotated[StrictStr, AfterValidator(clean_text)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Open(BaseModel):
+    """An answer that may carry more fields than are listed."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+class ErrorItem(BaseModel):
+    field: str | None = Field(
+        description="The body field (`texts[2]`), parameter, header or `body` at fault; null if none is."
+    )
+    message: str
+    limit: int | None = Field(None, description="The limit that was passed, if any.")
+    type: str | None = Field(None, description="Pydantic's error type, for validation errors.")
+
+
+class ErrorResponse(BaseModel):
+    detail: list[ErrorItem]
+
+
+# --- live analysis --------------------------------------------------------------------------
+
+
+class PredictRequest(Strict):
+    texts: list[PostedText] = Field(
+        description="Review texts, each non-blank (limits: TEXTFLIX_MAX_TEXTS, TEXTFLIX_MAX_TEXT_CHARS), cleaned as "
+        "the catalogue's reviews are (control characters, `<br />`).",
+        examples=[["A wonderful, moving film. The ending drags a little."]],
+    )
+    explain: StrictBool = Field(False, description="Also return sentence-level LIME weights (slower).")
+
+
+class ReviewRequest(Strict):
+    text: PostedText = Field(
+        description="The review, non-blank (limit: TEXTFLIX_MAX_TEXT_CHARS), cleaned as the catalogue's reviews "
+        "are (control characters, `<br />`).",
+        examples=["A wonderful, moving film. The lighthouse scenes are beautifully shot. The ending drags."],
+    )
+    title_id: StrictStr | None = Field(
+        None, description="A catalogue title (e.g. `tt0111161`): the review is stored and shown on its page."
+    )
+    label: Label | None = Field(None, description="The writer's own label: shown with the review, never counted in accuracy.")
+
+
+class PredictedLabel(BaseModel):
+    label: Label
+    p_positive: float = Field(ge=0, le=1, description="Probability of the positive class.")
+
+
+class ModelPrediction(PredictedLabel):
+    correct: bool | None = Field(
+        None, description="POST /api/reviews with a `label`: whether the prediction matches it."
+    )
+
+
+def per_model(name: str, value: type) -> type[BaseModel]:
+    """A schema with one required field of type ``value`` per model key."""
+    return create_model(name, **{model: (value, ...) for model in MODELS})
+
+
+Predictions = per_model("Predictions", ModelPrediction)
+ModelWeights = per_model("ModelWeights", float)
+
+
+class AnalyzedSentence(BaseModel):
+    text: str
+    start: int = Field(description="Character offset of the sentence in the text.")
+    end: int
+    weights: ModelWeights = Field(description="LIME weight per model, signed toward positive.")
+
+
+class ExplanationQuality(BaseModel):
+    """How far a sentence explanation can be trusted (``model.quality``). Faithfulness figures are
+    drops in the predicted class's probability; null where undefined (a one-sentence text)."""
+
+    target: str | None = Field(None, description="What LIME explained: `log_odds` or `probability` of positive.")
+    stability: float | None = Field(
+        None, description="Spearman rank agreement of the weights of two LIME runs (seeds)."
+    )
+    top_k: int | None = Field(None, description="k of the `*_top` figures: 20 % of the sentences, at least 1.")
+    comprehensiveness: float | None = Field(
+        None, description="Drop when the top sentence is removed (higher is better)."
+    )
+    sufficiency: float | None = Field(None, description="Drop when only the top sentence is kept (lower is better).")
+    random_comprehensiveness: float | None = Field(None, description="The same for a random sentence (exact mean).")
+    random_sufficiency: float | None = Field(None, description="The same for a random sentence (exact mean).")
+    normalised_comprehensiveness: float | None = Field(
+        None, description="Comprehensiveness at k = 1 between the worst (0) and best (1) single sentence."
+    )
+    normalised_sufficiency: float | None = Field(
+        None, description="Sufficiency at k = 1 between the worst (0) and best (1) single sentence."
+    )
+    comprehensiveness_top: float | None = Field(None, description="Drop when the top k sentences are removed.")
+    sufficiency_top: float | None = Field(None, description="Drop when only the top k sentences are kept.")
+    random_comprehensiveness_top: float | None = Field(
+        None, description="The same for k random sentences (mean of draws)."
+    )
+    random_sufficiency_top: float | None = Field(None, description="The same for k random sentences (mean of draws).")
+
+
+class LimeFit(BaseModel):
+    samples: int = Field(description="LIME samples drawn per run.")
+    intercept: float
+    score: float = Field(description="R² of LIME's local linear model.")
+
+
+class ExplanationInfo(LimeFit):
+    quality: ExplanationQuality | None = Field(None, description="Sentence level: stability and faithfulness.")
+    weak: bool = Field(
+        False,
+        description="Shown as weak: R² under 0.2, stability under 0.5, or the top sentence matters no more "
+        "than a random one.",
+    )
+    reasons: list[str] = Field([], description="Why it is weak, in plain words; empty when it is not.")
+    reading: str | None = Field(None, description="The fit in plain words.")
+
+
+ModelExplanations = per_model("ModelExplanations", ExplanationInfo)
+
+
+class AnalysisResult(BaseModel):
+    text: str | None = Field(
+        None,
+        description="With `explain`: the text as analysed, cleaned as the catalogue's reviews are (Windows-1252 "
+        "characters sent as C1 controls mapped to the characters meant, other control characters dropped, `<br />` "
+        "a line break, the ends trimmed); the sentences' `start` and `end` are offsets into it.",
+    )
+    predictions: Predictions
+    sentences: list[AnalyzedSentence] | None = Field(None, description="With `explain`: the sentences, in order.")
+    explanations: ModelExplanations | None = None
+
+
+class PredictResponse(BaseModel):
+    results: list[AnalysisResult] = Field(description="One result per text, in order.")
+
+
+class ReviewResult(AnalysisResult):
+    stored: bool = Field(description="True when the review was stored (a `title_id` was given).")
+    id: int | None = Field(None, description="The stored review's id.")
+    url: str | None = Field(None, description="Its page, e.g. /reviews/1234.")
+    api_url: str | None = Field(None, description="Its JSON, e.g. /api/reviews/1234.")
+    title_id: str | None = None
+    label: Label | None = Field(None, description="The gold label given.")
+
+
+# --- catalogue (GET) ------------------------------------------------------------------------
+
+
+class Pagination(BaseModel):
+    page: int
+    per_page: int
+    total: int = Field(description="Items on all pages.")
+    pages: int
+
+
+class MovieInfo(Open):
+    title_id: str
+    title: str
+    has_metadata: bool
+    year: int | None = None
+    runtime_min: int | None = None
+    rated: str | None = None
+    genres: list[str] = []
+    director: str | None = None
+    actors: str | None = None
+    plot: str | None = None
+    imdb_rating: float | None = None
+
+
+class BarRun(BaseModel):
+    level: str = Field(description="Colour class: pos1-pos3 or neg1-neg3 by confidence.")
+    count: int
+
+
+class Tick(BaseModel):
+    index: int
+    review_id: int
+    gold: str | None
+
+
+class ModelSummary(Open):
+    model: str
+    name: str
+    reviews: int
+    scored: int
+    positive: int
+    negative: int
+    positive_share: float | None
+    bar: list[BarRun] = Field(description="Reviews ordered by positive probability, as runs of equal colour.")
+    labeled: int | None = None
+    wrong: int | None = None
+    correct: int | None = None
+    accuracy: float | None = None
+    ticks: list[Tick] | None = Field(None, description="Where the wrong predictions fall in `bar`.")
+    user_labeled: int | None = Field(None, description="Reviews whose label came from their writer: not in the accuracy.")
+    user_agree: int | None = Field(None, description="Of those, how many the model agrees with.")
+
+
+class Summary(Open):
+    reviews: int
+    models: dict[str, ModelSummary]
+
+
+class CatalogueSummary(Summary):
+    titles: int
+
+
+class TitleCard(MovieInfo):
+    reviews: int
+    models: dict[str, ModelSummary]
+
+
+class MovieList(BaseModel):
+    sort: str
+    summary: CatalogueSummary
+    titles: list[TitleCard]
+    pagination: Pagination
+
+
+class StoredPrediction(Open):
+    label: Label
+    p_positive: float
+    confidence: float
+    correct: bool | None = Field(None, description="Null when the review has no gold label.")
+
+
+class StoredSentence(Open):
+    position: int
+    start: int
+    end: int
+    text: str
+    weights: dict[str, float]
+
+
+class ReviewItem(Open):
+    id: int
+    title_id: str
+    source: str = Field(description="`imdb` or `user`.")
+    text: str
+    gold: Label | None = Field(None, description="The IMDB label; a user's label is `user_label`.")
+    user_label: Label | None = Field(None, description="The label the review's writer gave (not counted in accuracy).")
+    rating: int | None = None
+    predictions: dict[str, StoredPrediction] = {}
+    wrong: bool = False
+    disagree: bool = False
+    sentences: list[StoredSentence] = []
+
+
+class Highlight(BaseModel):
+    review_id: int
+    position: int
+    text: str
+    weight: float
+
+
+class MovieDetail(BaseModel):
+    movie: MovieInfo
+    summary: Summary
+    highlights: dict[str, list[Highlight]] = Field(description="Most polarised sentence of each review, by label.")
+    wrong_reviews: int
+    reviews: list[ReviewItem]
+    pagination: Pagination
+
+
+class WordWeightOut(BaseModel):
+    word: str
+    weight: float
+
+
+class ExplanationRecord(ExplanationInfo):
+    model: str
+    level: str
+
+
+class ReviewDetail(BaseModel):
+    url: str
+    movie: MovieInfo
+    review: ReviewItem
+    words: list[WordWeightOut] = Field(description="NB-SVM word-level LIME weights, strongest first.")
+    explanations: list[ExplanationRecord]
+
+
+# --- health ---------------------------------------------------------------------------------
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    database: Literal["ok", "unavailable"]
+    models: dict[str, bool]
+    models_problem: str | None = None
+    device: str | None = None
+    work_in_flight: int | None = Field(None, description="Model passes of the analyses under way in this process.")
+    batch_window_ms: float
+    batching: bool
+    host: str = Field(description="The machine (or container) that answered.")
+    pid: int = Field(
+        description="The server process that answered: with several servers or `--workers`, each process has "
+        "its own models, micro-batcher and work in flight."
+    )
+
+
+# --- export ---------------------------------------------------------------------------------
+
+
+class ExportSentence(BaseModel):
+    position: int = Field(description="Order of the sentence in the review, from 0.")
+    start: int = Field(description="Character offset of the sentence in the text.")
+    end: int
+    text: str
+    weights: dict[str, float] = Field(
+        description="LIME weight per model, signed toward positive, in the space `quality.target` names (log-odds by default)."
+    )
+
+
+class ExportRow(BaseModel):
+    """One line of GET /api/export.jsonl and `textflix export`: a catalogue review with everything
+    the models say of it (``app.web.export``)."""
+
+    id: int
+    title_id: str
+    title: str | None = Field(description="The movie's title; null when the catalogue has no metadata for it.")
+    source: str = Field(description="`imdb` or `user`.")
+    gold: Label | None = Field(description="The IMDB label; null for a user review.")
+    user_label: Label | None = Field(description="The label a user review's writer gave, if any.")
+    rating: int | None = Field(description="IMDB stars, 1-10; null for a user review.")
+    text: str
+    predictions: dict[str, PredictedLabel] = Field(description="Per model.")
+    sentences: list[ExportSentence]
+    words: list[WordWeightOut] = Field(description="NB-SVM word-level LIME weights, strongest first.")
+    explanations: dict[str, ExplanationInfo] = Field(description="Per model: the sentence-level explanation.")
+    word_explanation: LimeFit | None = Field(description="LIME's fit of the NB-SVM word weights.")

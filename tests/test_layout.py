@@ -1,0 +1,144 @@
+"""The layout of the code: which package may import which, no import cycle, a module map in
+README.md that names every module, and scripts that import the package as installed."""
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("app", "model")
+OFFLINE, WEB = "app.offline", "app.web"
+MAP_HEADING = "How the code is laid out"
+SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def imported(module: str, path: Path) -> set[str]:
+    """The modules of ``PACKAGES`` that ``module`` imports anywhere in it (inside functions too):
+    for ``from a.b import c``, the module ``a.b.c`` where there is one, else ``a.b``."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            names.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names)
+    return {name for name in names if name.split(".")[0] in PACKAGES}
+
+
+GRAPH = {module: imported(module, path) for module, path in MODULES.items()}
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def arrows(source: str, target: str) -> list[str]:
+    return [f"{m} -> {t}" for m, targets in GRAPH.items() if within(m, source) for t in targets if within(t, target)]
+
+
+def test_every_import_of_the_packages_names_a_module_of_theirs():
+    unknown = [f"{m} -> {t}" for m, targets in GRAPH.items() for t in targets if t not in MODULES]
+    assert not unknown
+
+
+def test_model_imports_nothing_of_app():
+    assert not arrows("model", "app")
+
+
+def test_the_build_and_the_web_server_do_not_import_each_other():
+    assert not arrows(OFFLINE, WEB)
+    assert not arrows(WEB, OFFLINE)
+
+
+def test_the_pages_and_the_json_api_do_not_import_each_other():
+    assert not arrows("app.web.pages", "app.web.api")
+    assert not arrows("app.web.api", "app.web.pages")
+
+
+def test_the_core_imports_neither_the_build_nor_the_web_server_but_the_command_line_does():
+    core = [m for m in MODULES if within(m, "app") and not within(m, OFFLINE) and not within(m, WEB) and m != "app.cli"]
+    assert [f"{m} -> {t}" for m in core for t in GRAPH[m] if within(t, OFFLINE) or within(t, WEB)] == []
+
+
+def test_no_import_cycle():
+    """Depth-first search over the graph; a module met again while still on the path closes a cycle."""
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            pytest.fail("import cycle: " + " -> ".join(path[path.index(module) :] + [module]))
+        if module in done:
+            return
+        for target in sorted(GRAPH[module]):
+            visit(target, path + [module])
+        done.add(module)
+
+    for module in MODULES:
+        visit(module, [])
+
+
+def module_map() -> str:
+    """The section of README.md under the heading ``MAP_HEADING``, wherever it stands."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    heading = re.compile(r"^(#+)\s+(.*?)\s*$")
+    for index, line in enumerate(lines):
+        match = heading.match(line)
+        if match and match.group(2).casefold() == MAP_HEADING.casefold():
+            level, section = len(match.group(1)), []
+            for rest in lines[index + 1 :]:
+                other = heading.match(rest)
+                if other and len(other.group(1)) <= level:
+                    break
+                section.append(rest)
+            return "\n".join(section)
+    pytest.fail(f"README.md has no heading {MAP_HEADING!r}")
+
+
+def listed_paths() -> set[str]:
+    """The files and folders of ``PACKAGES`` that the module map names in backquotes."""
+    return set(re.findall(rf"`((?:{'|'.join(PACKAGES)})/[\w/]*(?:\.py|/))`", module_map()))
+
+
+def test_every_module_the_map_names_exists():
+    assert [path for path in sorted(listed_paths()) if not (ROOT / path).exists()] == []
+
+
+def test_the_map_names_every_module():
+    listed = listed_paths()
+    unlisted = []
+    for path in MODULES.values():
+        relative = path.relative_to(ROOT).as_posix()
+        folders = {"/".join(relative.split("/")[:depth]) + "/" for depth in range(2, relative.count("/") + 1)}
+        if path.name != "__init__.py" and relative not in listed and not folders & listed:
+            unlisted.append(relative)
+    assert unlisted == []
+
+
+def test_scripts_import_the_package_as_installed():
+    assert [script.name for script in SCRIPTS if "sys.path" in script.read_text(encoding="utf-8")] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda script: script.name)
+def test_each_script_answers_help_from_the_repository_root(script):
+    result = subprocess.run(
+        [sys.executable, str(script.relative_to(ROOT)), "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "usage:" in result.stdout

@@ -1,0 +1,48 @@
+"""The per-review work of predict and explain in this process (``--engine local``, what every
+build runs by default), on NB-SVM alone so that it takes seconds: each review's rows are
+written once, and a second run finds nothing left to do."""
+
+from sqlalchemy import func, select
+
+from app.db import Explanation, Prediction, Sentence, WordWeight, session_scope
+from app.offline.pipeline import Pipeline
+from app.offline.review_work import Task
+from app.offline.steps import ReadData, Train
+from app.offline.work_engines import LOCAL, run_tasks
+from app.settings import Settings
+from model.names import NBSVM, SENTENCE, WORD, WORD_LEVEL_MODEL
+
+TASKS = [Task(NBSVM), Task(NBSVM, SENTENCE), Task(WORD_LEVEL_MODEL, WORD)]
+
+
+def pending(build: Pipeline) -> list[tuple[Task, list[int]]]:
+    with session_scope(build.engine) as session:
+        return [(task, task.pending(session)) for task in TASKS]
+
+
+def test_the_local_engine_writes_each_reviews_rows_once(tmp_path, real_subset_archive):
+    settings = Settings(
+        imdb=str(real_subset_archive), data_dir=tmp_path / "data", train_size=20, titles=2, eval_size=10,
+        learning_curve=[], lime_samples=8, word_lime_samples=20,
+    )  # fmt: skip
+    build = Pipeline(settings, [ReadData(), Train(NBSVM)], progress=False)
+    build.run()
+    plan = pending(build)
+    assert all(ids for _, ids in plan)
+
+    assert run_tasks(build, plan, per_block=4) == {"engine": LOCAL}
+    assert all(not ids for _, ids in pending(build))
+    with session_scope(build.engine) as session:
+        reviews = {task.level: set(ids) for task, ids in plan}
+        predicted = session.scalars(select(Prediction.review_id).where(Prediction.model == NBSVM)).all()
+        assert sorted(predicted) == sorted(reviews[None])
+        for level in (SENTENCE, WORD):
+            explained = session.scalars(select(Explanation.review_id).where(Explanation.level == level)).all()
+            assert sorted(explained) == sorted(reviews[level])
+        split = session.scalar(select(func.count(func.distinct(Sentence.review_id))))
+        assert split == len(reviews[SENTENCE])
+        assert session.scalar(select(func.count(func.distinct(WordWeight.review_id)))) == len(reviews[WORD])
+
+    assert run_tasks(build, pending(build), per_block=4) == {"engine": LOCAL}  # nothing left: no unit is made
+    with session_scope(build.engine) as session:
+        assert session.scalar(select(func.count()).select_from(Prediction)) == len(reviews[None])
