@@ -34,6 +34,9 @@ VARIANTS: dict[str, dict] = {
     "plain-mpnet": {"recipe": PLAIN, "base_model": MPNET, "pooling": CLS, "epochs": 3, "learning_rate": 5e-5},
     "distill-minilm": {"recipe": DISTILL, "base_model": MINILM, **WHOLE_TEXT},
     "distill-minilm-sentences": {"recipe": DISTILL, "base_model": MINILM, "pooling": SENTENCES, "teacher_cuts": 2},
+    "distill-minilm-damped": {
+        "recipe": DISTILL, "base_model": MINILM, "pooling": SENTENCES, "teacher_cuts": 2, "length_exponent": -0.5,
+    },  # fmt: skip
     "self-distill-minilm": {"recipe": DISTILL, "base_model": MINILM, "teacher_model": MINILM, **WHOLE_TEXT},
     "distill-mpnet": {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5, **WHOLE_TEXT},
 }
