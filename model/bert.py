@@ -462,8 +462,8 @@ class BertClassifier:
     ) -> torch.Tensor:
         """Scores (negative, positive) of the texts made of ``members`` of ``ids``. A whole text's
         are the model's; a text read in sentences has the log-odds of "positive" its sentences'
-        scores add up to (an empty one: 0, even odds), times ``length_scale``. With ``states`` (``FrozenBottom``), the
-        model reads each unit's frozen states instead of its ids."""
+        scores add up to (an empty one: 0, even odds), times ``length_scale``. With ``states``
+        (``FrozenBottom``), the model reads each unit's frozen states instead of its ids."""
         wanted = list(dict.fromkeys(i for own in members for i in own))
         local = {unit: i for i, unit in enumerate(wanted)}
         scores = torch.empty((len(wanted), 1 if self.per_sentence else len(LABELS)), device=self.device)
