@@ -20,6 +20,7 @@ from model.config import (
     BertConfig,
     CalibrationConfig,
     ConfigGroup,
+    count_or_all,
     LimeConfig,
     NbsvmConfig,
     RecipeConfig,
@@ -85,6 +86,12 @@ class CurveConfig(ConfigGroup):
     curve_seeds: int = Field(
         3, ge=1, description="Seeds per point of the learning curve (each draws its own sample and training run)."
     )
+    curve_eval_size: Annotated[int, Field(ge=1)] | Literal["all"] = Field(
+        500, description="Evaluation reviews every point of the learning curve is measured on: a seeded sample "
+        "of the evaluation set, the same for each point (reading them is most of a BERT point's cost), or 'all'."
+    )  # fmt: skip
+
+    _count_or_all = field_validator("curve_eval_size", mode="before")(count_or_all)
 
     @field_validator("learning_curve", mode="before")
     @classmethod

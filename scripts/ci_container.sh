@@ -202,14 +202,15 @@ data=$CACHE/data.$$
 mkdir "$data"
 chown "$uid" "$data"
 # The tiny profile: 2 titles (14 reviews of at most 60 words), 24 training and 30 evaluation reviews,
-# one epoch, few LIME samples.
+# one epoch, few LIME samples, the plain recipe (the image holds no teacher checkpoint: offline, the
+# default distil recipe would need MPNet's pieces installed).
 buildah config \
     --env HF_HUB_OFFLINE=1 \
     --env TEXTFLIX_IMDB=/srv/imdb/aclImdb_v1.tar.gz --env TEXTFLIX_MOVIES=/srv/imdb/movies.tsv \
     --env TEXTFLIX_TITLES=2 --env TEXTFLIX_TRAIN_SIZE=24 --env TEXTFLIX_EVAL_SIZE=30 \
     --env TEXTFLIX_EPOCHS=1 --env TEXTFLIX_MAX_LENGTH=96 --env TEXTFLIX_LEARNING_CURVE="[]" \
     --env TEXTFLIX_MAX_WORDS=60 --env TEXTFLIX_LIME_SAMPLES=8 --env TEXTFLIX_WORD_LIME_SAMPLES=20 \
-    --env TEXTFLIX_FAITHFULNESS_DRAWS=1 \
+    --env TEXTFLIX_FAITHFULNESS_DRAWS=1 --env TEXTFLIX_RECIPE=plain \
     --env TEXTFLIX_HOST=127.0.0.1 --env TEXTFLIX_PORT="$port" \
     --env TEXTFLIX_DATA_DIR=/srv/textflix-data \
     "$ctr"

@@ -18,6 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from model.config import PLAIN
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,8 +40,11 @@ def isolated_settings(tmp_path_factory):
         if name != "TEXTFLIX_TEST_POSTGRES_URL":
             del os.environ[name]
     os.environ["TEXTFLIX_DATA_DIR"] = str(tmp_path_factory.mktemp("textflix-data"))
+    # The CPU default distils from an MPNet teacher, which CI does not install; the tests' builds are
+    # plain unless a test asks for a recipe (tests/test_recipe.py builds the distill one with a MiniLM teacher).
+    os.environ["TEXTFLIX_RECIPE"] = PLAIN
     yield
-    del os.environ["TEXTFLIX_DATA_DIR"]
+    del os.environ["TEXTFLIX_DATA_DIR"], os.environ["TEXTFLIX_RECIPE"]
     os.environ.update(saved)
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import random
 import re
 import signal
 import sqlite3
@@ -16,6 +17,7 @@ import pytest
 import torch
 
 from app.cli import main
+from app.offline.steps import curve_epochs
 from model.bert import BertClassifier
 from model.data import read_unlabeled, sample_unlabeled
 from tests.conftest import (
@@ -42,6 +44,20 @@ def snapshot(db) -> dict[str, list]:
         return {t: sorted(map(repr, connection.execute(f"SELECT * FROM {t}"))) for t in TABLES}
 
 
+def own_accuracy(db, model: str, size: int, seed: int = 42) -> float:
+    """The accuracy of the build's ``model`` on the learning curve's sample of ``size`` evaluation
+    reviews (seeded by the build's seed, drawn from them in id order), from its stored predictions."""
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute(
+            "SELECT r.id, r.label, p.p_positive FROM reviews r JOIN predictions p ON p.review_id = r.id "
+            "WHERE r.split = 'eval' AND p.model = ? ORDER BY r.id", (model,)
+        ).fetchall()
+    sample = random.Random(seed).sample([(id,) for id, _, _ in rows], size)
+    chosen = {id for (id,) in sample}
+    right = [(p >= 0.5) == (label == "positive") for id, label, p in rows if id in chosen]
+    return sum(right) / len(right)
+
+
 def count(db, sql) -> int:
     with sqlite3.connect(db) as connection:
         return connection.execute(sql).fetchone()[0]
@@ -55,12 +71,17 @@ def build_args(tmp_path, archive, *extra) -> list[str]:
     return ["build", "--imdb", str(archive), "--data-dir", str(tmp_path / "data"), *SMALL, *extra]
 
 
+def test_every_bert_of_the_learning_curve_trains_as_many_steps_as_the_builds_own():
+    assert [curve_epochs(3, 500, size) for size in (100, 200, 500, 1000)] == [15, 8, 3, 3]
+    assert curve_epochs(1, 24, 12) == 2
+
+
 @pytest.mark.slow
 def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     needs_shared_data()
     sst2 = tmp_path / "sst2_dev.tsv"  # a handful of SST-2's one-line reviews, as an evaluation set
     sst2.write_text("".join(SHARED_SST2.read_text(encoding="utf-8").splitlines(keepends=True)[:9]), encoding="utf-8")
-    extra = ("--movies", str(SHARED_MOVIES), "--sst2", str(sst2))
+    extra = ("--movies", str(SHARED_MOVIES), "--sst2", str(sst2), "--curve-eval-size", "20")
     assert main(build_args(tmp_path, SHARED_ARCHIVE, *extra)) == 0
     summary = capsys.readouterr().out
     assert "bert" in summary and "nbsvm" in summary and "accuracy" in summary
@@ -97,7 +118,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     unlabeled = sample_unlabeled(read_unlabeled(SHARED_ARCHIVE, real_reviews), 40, 42)
     assert served.predict_proba([r.text for r in unlabeled])[:, 1].mean() == pytest.approx(0.5, abs=1e-3)
     curve = record["metrics"]["learning_curve"]
-    assert curve["sizes"] == [12, 24, 48] and curve["seeds"] == 2
+    assert curve["sizes"] == [12, 24, 48] and curve["seeds"] == 2 and curve["n"] == 20
     for model in ("nbsvm", "bert"):
         series = curve[model]
         assert len(series["mean"]) == len(series["std"]) == len(series["runs"]) == 3
@@ -105,10 +126,10 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
             if runs is None:
                 assert mean is None and std is None
                 continue
-            assert len(runs) == 2 and all(0 <= a <= 1 for a in runs)
+            assert len(runs) == 2 and all(0 <= a <= 1 and (a * 20) == pytest.approx(round(a * 20)) for a in runs)
             assert mean == pytest.approx(fmean(runs)) and std == pytest.approx(stdev(runs))
-        # at the training size (24) the first seed is the build's own model
-        assert series["runs"][1][0] == record["metrics"][model]["eval"]["accuracy"]
+        # at the training size (24) the first seed is the build's own model, on the curve's 20 reviews
+        assert series["runs"][1][0] == pytest.approx(own_accuracy(tmp_path / "data" / "textflix.db", model, 20))
     assert None not in curve["nbsvm"]["runs"]
     assert curve["bert"]["runs"][2] is None  # above the training size BERT trains on CUDA only
     assert record["seed"] == 42 and record["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"

@@ -16,7 +16,7 @@ import torch
 from app.db import Run, make_engine, migrate, session_scope
 from app.offline.pipeline import Pipeline, concrete_recipe
 from app.settings import Settings
-from model.config import DISTILL, MINILM, MPNET, PLAIN
+from model.config import AUTO, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
 from model.data import RawReview, read_unlabeled, sample_unlabeled
 from model.names import MODEL_META_FILE
 from model.sentences import split_sentences
@@ -125,15 +125,22 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
 
 
 def test_recipe_auto_is_made_concrete_before_a_build_stores_it(tmp_path):
-    """--recipe auto: distill at MPNet size on CUDA (settings given keep their value), plain on a
-    CPU, and a database's own recipe wherever it is carried on. The CUDA branch needs no GPU:
-    it is chosen from the device, which is only compared here."""
+    """--recipe auto: distill at MPNet size on CUDA, distill to the damped MiniLM sentence model on a
+    CPU (settings given keep their value), and a database's own recipe wherever it is carried on.
+    The CUDA branch needs no GPU: it is chosen from the device, which is only compared here."""
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    fresh = Settings(data_dir=tmp_path / "fresh")
-    assert concrete_recipe(fresh, None, cpu).recipe == PLAIN
+    fresh = Settings(data_dir=tmp_path / "fresh", recipe=AUTO)
+    on_cpu = concrete_recipe(fresh, None, cpu)
+    assert (on_cpu.recipe, on_cpu.base_model, on_cpu.pooling) == (DISTILL, MINILM, SENTENCES)
+    assert (on_cpu.teacher_frozen_layers, on_cpu.teacher_cuts, on_cpu.length_exponent) == (8, 2, -0.5)
+    assert (on_cpu.unlabeled, on_cpu.calibration_folds) == (2000, 0)
+    given = concrete_recipe(Settings(data_dir=tmp_path / "fresh", recipe=AUTO, length_exponent=0), None, cpu)
+    assert (given.recipe, given.length_exponent) == (DISTILL, 0)
+    plain_stored = Settings(data_dir=tmp_path / "old", recipe=PLAIN).build_config()
+    assert concrete_recipe(fresh, plain_stored, cpu).length_exponent == 0
     on_gpu = concrete_recipe(fresh, None, cuda)
     assert (on_gpu.recipe, on_gpu.base_model, on_gpu.learning_rate) == (DISTILL, MPNET, 5e-5)
-    given = concrete_recipe(Settings(data_dir=tmp_path / "fresh", base_model=MINILM), None, cuda)
+    given = concrete_recipe(Settings(data_dir=tmp_path / "fresh", recipe=AUTO, base_model=MINILM), None, cuda)
     assert (given.recipe, given.base_model) == (DISTILL, MINILM)
     assert concrete_recipe(Settings(data_dir=tmp_path / "fresh", recipe=PLAIN), None, cuda).recipe == PLAIN
     carried_on = concrete_recipe(fresh, on_gpu.build_config(), cpu)
@@ -149,10 +156,10 @@ def test_a_build_stores_and_builds_the_concrete_recipe(tmp_path):
         asked.append(recipe)
         return []
 
-    Pipeline(Settings(data_dir=tmp_path / "cpu"), steps_of, progress=False).run()
-    assert asked == [PLAIN] and stored_recipe(tmp_path / "cpu" / "textflix.db") == PLAIN
+    Pipeline(Settings(data_dir=tmp_path / "cpu", recipe=AUTO), steps_of, progress=False).run()
+    assert asked == [DISTILL] and stored_recipe(tmp_path / "cpu" / "textflix.db") == DISTILL
 
-    built_on_gpu = Settings(data_dir=tmp_path / "gpu")
+    built_on_gpu = Settings(data_dir=tmp_path / "gpu", recipe=AUTO)
     engine = make_engine(built_on_gpu.database)
     migrate(engine)
     with session_scope(engine) as session:

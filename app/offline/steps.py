@@ -469,6 +469,19 @@ def evaluation_set(build: Pipeline) -> tuple[list[str], list[str]]:
     return [r.text for r in rows], [r.label for r in rows]
 
 
+# The unlabeled reviews (of --prior-reviews) each BERT of the learning curve is offset on: fewer
+# than the served model's, as reading them is a large part of a point's cost.
+CURVE_PRIOR_REVIEWS = 250
+
+
+def curve_epochs(epochs: int, train_size: int, size: int) -> int:
+    """The epochs a BERT of the learning curve trains on ``size`` reviews: as many optimisation steps
+    as ``epochs`` over ``train_size`` (the build's own model) take, and at least ``epochs``. With 3
+    epochs, 100 reviews are 19 steps, too few to learn from: MiniLM scored 0.664 with them and 0.834
+    with 15 epochs (seed 42; model/README.md, "The learning curve")."""
+    return max(epochs, round(epochs * train_size / size))
+
+
 class LearningCurve(Step):
     """Evaluation accuracy against training-set size over --curve-seeds seeds: at each size and
     seed, each model retrained on a balanced sample of the archive's train split (the seed draws
@@ -490,9 +503,9 @@ class LearningCurve(Step):
         seeds = range(s.seed, s.seed + s.curve_seeds)
         # the accuracy of each seed, per size and model trained at that size
         runs = {(size, name): [] for size in sizes for name in MODELS if self.trains(build, name, size)}
-        own = self.labels_only_accuracies(build)
-        evaluation = evaluation_set(build)
-        unlabeled = prior_texts(build)
+        ids, evaluation = self.evaluation_sample(build)
+        own = self.labels_only_accuracies(build, ids)
+        unlabeled = prior_texts(build)[:CURVE_PRIOR_REVIEWS]
         total, finished = len(runs) * len(seeds), 0
         progress = tqdm(total=total, desc="Learning curve", unit="model", disable=not build.progress)
         build.step_progress(finished, total, "models")
@@ -515,7 +528,7 @@ class LearningCurve(Step):
                               for name in MODELS),
                 )  # fmt: skip
         curve = {name: series([runs.get((size, name)) for size in sizes]) for name in MODELS}
-        build.update_run(metrics={LEARNING_CURVE: {"sizes": sizes, "seeds": len(seeds), **curve}})
+        build.update_run(metrics={LEARNING_CURVE: {"sizes": sizes, "seeds": len(seeds), "n": len(ids), **curve}})
 
     @staticmethod
     def available(size: int, pool: int) -> bool:
@@ -529,11 +542,33 @@ class LearningCurve(Step):
         return CLASSIFIERS[name].fast_to_train or size <= build.settings.train_size or build.device.type == "cuda"
 
     @staticmethod
-    def labels_only_accuracies(build: Pipeline) -> dict[str, float]:
-        """The evaluation accuracy of each model the build trained on the labelled reviews alone."""
-        metrics = build.run_record().metrics
+    def evaluation_sample(build: Pipeline) -> tuple[list[int], tuple[list[str], list[str]]]:
+        """The ids, texts and gold labels of --curve-eval-size evaluation reviews (a seeded sample)."""
+        with session_scope(build.engine) as session:
+            rows = session.execute(
+                select(Review.id, Review.text, Review.label).where(Review.split == EVAL).order_by(Review.id)
+            ).all()
+        size = build.settings.curve_eval_size
+        if size != "all" and size < len(rows):
+            rows = sorted(random.Random(build.settings.seed).sample(rows, size))
+        return [r.id for r in rows], ([r.text for r in rows], [r.label for r in rows])
+
+    @staticmethod
+    def labels_only_accuracies(build: Pipeline, ids: list[int]) -> dict[str, float]:
+        """The accuracy on the reviews ``ids`` of each model the build trained on the labelled reviews
+        alone, from its stored predictions."""
         distilled = {STUDENT} if build.settings.recipe == DISTILL else set()
-        return {name: metrics[name][EVAL]["accuracy"] for name in MODELS if name not in distilled}
+        wanted, own = set(ids), {}
+        with session_scope(build.engine) as session:
+            for name in (name for name in MODELS if name not in distilled):
+                rows = session.execute(
+                    select(Review.id, Review.label, Prediction.p_positive)
+                    .join(Prediction, Prediction.review_id == Review.id)
+                    .where(Review.split == EVAL, Prediction.model == name)
+                ).all()
+                rows = [r for r in rows if r.id in wanted]
+                own[name] = accuracy([r.label for r in rows], [r.p_positive for r in rows])
+        return own
 
     @staticmethod
     def retrained_accuracy(
@@ -545,9 +580,14 @@ class LearningCurve(Step):
         unlabeled: list[str],
     ) -> float:
         """Model ``name`` trained on ``sample`` with ``seed`` (a BERT offset on ``unlabeled`` as the
-        build's is): its accuracy on the evaluation set."""
+        build's is, and trained for as many steps as the build's own: ``curve_epochs``): its
+        accuracy on the evaluation set."""
         kind = CLASSIFIERS[name]
-        config, _ = pretrained(build, build.settings.group(kind.config_type).model_copy(update={"seed": seed}))
+        config = build.settings.group(kind.config_type)
+        update = {"seed": seed}
+        if isinstance(config, BertConfig):
+            update["epochs"] = curve_epochs(config.epochs, build.settings.train_size, len(sample))
+        config, _ = pretrained(build, config.model_copy(update=update))
         labels = [r.label for r in sample]
         model = kind.train([r.text for r in sample], labels, config, build.device, False)
         if isinstance(model, BertClassifier):
