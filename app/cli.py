@@ -219,15 +219,16 @@ def files_size(directory: Path) -> int:
 
 def up(settings: Settings) -> int:
     """Build what the site needs, then serve it while a background build does the rest (for /about)."""
-    rest = build_for_the_site(settings)
+    rest, built = build_for_the_site(settings)
     if not rest:
         return serve(settings)
-    with background_build(settings, rest):
+    with background_build(built, rest):
         return serve(settings)
 
 
-def build_for_the_site(settings: Settings) -> list[str]:
-    """Run the build up to the last step the site needs; the steps still to do after it."""
+def build_for_the_site(settings: Settings) -> tuple[list[str], Settings]:
+    """Run the build up to the last step the site needs; the steps still to do after it, and the
+    settings it was built with (--recipe auto made concrete), which the rest must be built with."""
     from app.offline.pipeline import Pipeline
     from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps
 
@@ -237,13 +238,15 @@ def build_for_the_site(settings: Settings) -> list[str]:
     rest = [step.name for step in pipeline.steps if step.name not in record["steps"]]
     if not rest:
         print(summary(record, settings))
-    return rest
+    return rest, pipeline.settings
 
 
 @contextmanager
 def background_build(settings: Settings, steps: list[str]):
     """``textflix build`` with ``settings`` in a process of its own, its output on this console, for
-    as long as the block runs; it dies with this process, so a killed ``up`` resumes as a killed build does."""
+    as long as the block runs; it dies with this process, so a killed ``up`` resumes as a killed build does.
+    Every setting reaches it as a variable, so it cannot make --recipe auto concrete itself: ``settings``
+    must be the concrete ones the build so far stored (else it refuses the database as built with others)."""
     environment = dict(os.environ)
     put_in_environment(settings, environment)
     process = subprocess.Popen([sys.executable, "-m", "app.cli", "build"], env=environment, preexec_fn=dies_with_parent())

@@ -19,6 +19,7 @@ import torch
 from app.cli import main
 from app.offline.steps import curve_epochs
 from model.bert import BertClassifier
+from model.config import MINILM
 from model.data import read_unlabeled, sample_unlabeled
 from tests.conftest import (
     ROOT,
@@ -257,10 +258,14 @@ def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tm
     db = tmp_path / "data" / "textflix.db"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    # a curve of 12 models (BERT and NB-SVM at 12 and 24 reviews, 3 seeds): long enough to be seen running
+    # a curve of 12 models (BERT and NB-SVM at 12 and 24 reviews, 3 seeds): long enough to be seen running.
+    # --recipe auto, as a user's `up` runs (distilled from a small MiniLM teacher): the background build
+    # gets settings auto made concrete (--length-exponent -0.5 among them), else it refuses the database.
     command = [
         sys.executable, "-m", "app.cli", "up", *build_args(tmp_path, real_subset_archive)[1:],
         "--learning-curve", "12,24", "--curve-seeds", "3", "--port", str(port), "--device", "cpu",
+        "--recipe", "auto", "--teacher-model", MINILM, "--teacher-frozen-layers", "0", "--unlabeled", "20",
+        "--teacher-cuts", "1",
     ]  # fmt: skip
     progress = re.compile(r'role="status">The learning curve is being computed: (\d+) of 12 models\.')
     first_log = tmp_path / "first.log"
@@ -285,6 +290,7 @@ def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tm
     killed = run_steps(db)
     assert killed["status"] == "running" and "curve" not in killed["steps"]
     log = first_log.read_text(errors="replace")
+    assert "Recipe auto: distill (on cpu)." in log
     assert "the rest of the build (evaluate, curve) goes on in a background process" in log
     assert "Step curve: " in log and "Learning curve:" in log  # the background build's progress on the console
 
