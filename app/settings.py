@@ -20,7 +20,6 @@ from model.config import (
     BertConfig,
     CalibrationConfig,
     ConfigGroup,
-    count_or_all,
     LimeConfig,
     NbsvmConfig,
     RecipeConfig,
@@ -28,6 +27,7 @@ from model.config import (
     SplitConfig,
     TeacherConfig,
     WordLimeConfig,
+    count_or_all,
 )
 
 Group = TypeVar("Group", bound=ConfigGroup)
