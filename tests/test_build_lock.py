@@ -131,6 +131,22 @@ def test_about_says_a_killed_build_stopped_instead_of_showing_its_last_progress(
             assert doing not in client.get("/about").text
 
 
+def test_about_says_which_step_of_a_build_failed(tmp_path, real_subset_archive):
+    """A step that fails leaves its name and what stopped it in the run record: /about says the build
+    failed there, not that it has not finished."""
+    data_dir = tmp_path / "data"
+    (data_dir / "models").mkdir(parents=True)
+    (data_dir / "models" / "nbsvm").write_text("a file where the NB-SVM model's folder goes")
+    result = subprocess.run(command("build", real_subset_archive, data_dir), cwd=ROOT, env=ENV, capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert progress(data_dir / "textflix.db")["failed"] == "NotADirectoryError"  # its kind: the message names paths
+    with TestClient(create_app(Settings(data_dir=data_dir, device="cpu"))) as client:
+        line = client.get("/about.json").json()["build_progress"]
+        assert line.startswith("The build's nbsvm step failed (NotADirectoryError): what it had not computed is missing")
+        assert str(data_dir) not in client.get("/about").text
+
+
 def test_a_second_build_on_the_same_postgresql_database_stops_at_once(tmp_path, real_subset_archive):
     url = empty_postgresql()
     engine = create_engine(url)

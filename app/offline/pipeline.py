@@ -22,7 +22,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -74,6 +74,14 @@ StepsOfRecipe = Callable[[str], Sequence["Step"]]
 
 class BuildError(Exception):
     """A build that cannot go on; the message says why and what to do."""
+
+
+def failure(error: BaseException) -> str:
+    """What a failed step's run record says stopped it, for /about: a BuildError's message, written for
+    users; of any other error only its kind (its message may name this machine's paths)."""
+    if isinstance(error, BuildError):
+        return str(error)
+    return "interrupted" if isinstance(error, KeyboardInterrupt) else type(error).__name__
 
 
 class Step:
@@ -161,8 +169,11 @@ class Pipeline:
             started = time.perf_counter()
             try:
                 facts = step.run(self) or {}
-            finally:
-                self._set_progress(None)  # finished or failed, it is no longer being done
+            except BaseException as error:
+                with suppress(Exception):  # the database may be what failed the step
+                    self._set_progress({"step": step.name, "failed": failure(error)})
+                raise
+            self._set_progress(None)
             if not done:
                 self._finish(step, time.perf_counter() - started + prepared.get(step.name, 0.0), facts)
         started = time.perf_counter()

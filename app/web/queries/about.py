@@ -138,13 +138,18 @@ def about(session: Session) -> dict:
 
 def build_progress(run: Run) -> str | None:
     """What the build is doing while it has not finished (say, in the background of ``textflix up``),
-    in a sentence; None once it has. A build killed mid-step left its progress behind: once its
-    process is gone, the sentence says it stopped."""
+    in a sentence; None once it has. A step that failed says so; a build killed mid-step left its
+    progress behind: once its process is gone, the sentence says it stopped."""
     if run.status == "complete":
         return None
     progress = run.progress
     if not progress:
         return "The build has not finished: what it has not computed yet is missing from this page."
+    if failed := progress.get("failed"):
+        return (
+            f"The build's {progress['step']} step failed ({failed.rstrip('.')}): what it had not computed is missing "
+            "from this page until `textflix build` or `textflix up` resumes it; the build's console has the whole error."
+        )
     if process_gone(builder := progress.get("builder", {})):
         return (
             f"The build stopped before it had finished (its process, pid {builder['pid']}, has ended): what it had "
