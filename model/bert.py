@@ -47,6 +47,10 @@ class DeviceUnavailable(Exception):
     """The device asked for is not on this machine."""
 
 
+class TooManyFrozenLayers(ValueError):
+    """``frozen_layers`` leaves none of the checkpoint's encoder layers to train."""
+
+
 def resolve_device(device: str = "auto") -> torch.device:
     if device == "cuda" and not torch.cuda.is_available():
         raise DeviceUnavailable("device cuda was asked for, but this machine has no CUDA GPU.")
@@ -197,7 +201,7 @@ class FrozenBottom:
         self.base = getattr(model, model.base_model_prefix)
         self.all_layers = self.base.encoder.layer
         if not 0 < layers < len(self.all_layers):
-            raise ValueError(f"frozen_layers must be under the model's {len(self.all_layers)} layers, not {layers}.")
+            raise TooManyFrozenLayers(f"it must be under the model's {len(self.all_layers)} layers, not {layers}")
         self.layers = layers
         for parameter in [*self.base.embeddings.parameters(), *self.all_layers[:layers].parameters()]:
             parameter.requires_grad = False

@@ -174,3 +174,16 @@ def test_a_build_stores_and_builds_the_concrete_recipe(tmp_path):
 
 def stored_recipe(db) -> str:
     return json.loads(rows(db, "SELECT config FROM runs")[0][0])["recipe"]
+
+
+def test_a_teacher_with_every_layer_frozen_is_refused_naming_the_setting(tmp_path, real_subset_archive):
+    """--recipe auto on a CPU freezes 8 of MPNet's 12 layers; a smaller --teacher-model given instead
+    would have nothing left to train: the build says which setting to change."""
+    arguments = ["build", "--imdb", str(real_subset_archive), "--data-dir", str(tmp_path), *ARGS]
+    result = subprocess.run([sys.executable, "-m", "app.cli", *arguments, "--teacher-frozen-layers", "6"], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert (
+        f"--teacher-frozen-layers 6 leaves nothing of {MINILM} to train: it must be under the model's 6 layers, "
+        "not 6. Give a smaller --teacher-frozen-layers (0: all trained)."
+    ) in result.stderr

@@ -31,7 +31,7 @@ from app.offline.pipeline import BuildError, Pipeline, Step
 from app.offline.review_work import EXPLAIN_TASKS, PREDICT_TASKS, Task
 from app.offline.work_engines import run_tasks
 from model.artifacts import read_meta, saved_fingerprint, update_meta
-from model.bert import OFFSET, OFFSET_PER, TEMPERATURE, BertClassifier, gold_targets
+from model.bert import OFFSET, OFFSET_PER, TEMPERATURE, BertClassifier, TooManyFrozenLayers, gold_targets
 from model.config import (
     CLS,
     DISTILL,
@@ -114,6 +114,7 @@ class Train(Step):
     """Trains one model on the training reviews; its folder carries the model's fingerprint."""
 
     reads = ("training reviews",)
+    frozen_flag = "--frozen-layers"  # the setting of the encoder layers it leaves as pretrained
 
     def __init__(self, model: str):
         self.name = model
@@ -136,7 +137,11 @@ class Train(Step):
         started = time.perf_counter()
         config, facts = pretrained(build, self.config(build))
         _, texts, labels = build.training_set
-        model = self.fit(build, config, texts, labels, build.progress)
+        try:
+            model = self.fit(build, config, texts, labels, build.progress)
+        except TooManyFrozenLayers as error:
+            raise BuildError(f"{self.frozen_flag} {config.frozen_layers} leaves nothing of {facts['base_model']} "
+                             f"to train: {error}. Give a smaller {self.frozen_flag} (0: all trained).") from None  # fmt: skip
         facts = {**facts, "labelled": len(texts), "seed": config.seed, **self.facts(build, config)}
         # the config's base_model names the checkpoint, not where this machine unpacked it
         named = {"base_model": facts["base_model"]} if "base_model" in facts else {}
@@ -161,6 +166,7 @@ class TrainTeacher(Train):
     """The distill recipe's teacher: --teacher-model fine-tuned on the training reviews."""
 
     reads = ("training reviews", "the teacher checkpoint")
+    frozen_flag = "--teacher-frozen-layers"
 
     def __init__(self):
         super().__init__(TEACHER)
