@@ -15,6 +15,7 @@ import torch
 
 from app.db import Run, make_engine, migrate, session_scope
 from app.offline.pipeline import Pipeline, concrete_recipe
+from app.offline.steps import ReadData, TrainTeacher
 from app.settings import Settings
 from model.config import AUTO, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
 from model.data import RawReview, read_unlabeled, sample_unlabeled
@@ -170,6 +171,23 @@ def test_a_build_stores_and_builds_the_concrete_recipe(tmp_path):
     carried_on.run()
     assert asked[-1] == DISTILL and carried_on.settings.base_model == MPNET
     assert stored_recipe(tmp_path / "gpu" / "textflix.db") == DISTILL
+
+
+def test_the_teachers_fingerprint_is_made_of_the_teachers_own_settings(tmp_path, real_subset_archive):
+    """Another served model (its epochs, its length exponent) built into another database of the
+    same data directory reuses the trained teacher; another teacher setting retrains it."""
+
+    def teacher_fingerprint(database: str, **values) -> str:
+        settings = Settings(imdb=str(real_subset_archive), data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / database}",
+                            train_size=24, titles=1, eval_size=20, recipe=DISTILL, **values)  # fmt: skip
+        pipeline = Pipeline(settings, [ReadData()], progress=False)
+        pipeline.run()
+        return TrainTeacher().fingerprint(pipeline)
+
+    teacher = teacher_fingerprint("a.db")
+    assert teacher_fingerprint("b.db", length_exponent=-0.5, student_epochs=3, epochs=4) == teacher
+    assert teacher_fingerprint("c.db", teacher_epochs=2) != teacher
+    assert teacher_fingerprint("d.db", batch_size=8) != teacher  # a setting the teacher shares with the served model
 
 
 def stored_recipe(db) -> str:

@@ -264,14 +264,15 @@ class Pipeline:
             ).all()
         return [r.source_key for r in rows], [r.text for r in rows], [r.label for r in rows]
 
-    def fingerprint(self, groups: Sequence[type[ConfigGroup]]) -> str:
+    def fingerprint(self, groups: Sequence[type[ConfigGroup]], **derived: dict) -> str:
         """Names what a trained model is made from: the build's values of the settings ``groups``
-        (as the run record has them), its data version and the training set. Other settings (LIME's,
-        say) do not count, so changing them does not retrain the model."""
+        (as the run record has them), its data version, the training set, and any ``derived``
+        values (a model's config as its step makes it from settings of other names). Other settings
+        (LIME's, say) do not count, so changing them does not retrain the model."""
         fields = {name for group in groups for name in self.settings.group_class(group).model_fields}
         fields.add("data_version")
         config = {name: value for name, value in self.config.items() if name in fields}
-        blob = json.dumps({"config": config, "train": sorted(self.training_set[0])}, sort_keys=True)
+        blob = json.dumps({"config": config, "train": sorted(self.training_set[0]), **derived}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def checkpoint(self, name: str) -> Checkpoint:

@@ -126,8 +126,11 @@ class Train(Step):
         """The settings groups the model is made from: its fingerprint."""
         return (SplitConfig, self.kind.config_type)
 
+    def fingerprint(self, build: Pipeline) -> str:
+        return build.fingerprint(self.groups)
+
     def up_to_date(self, build: Pipeline) -> bool:
-        return saved_fingerprint(model_dir(build.settings.models_dir, self.name)) == build.fingerprint(self.groups)
+        return saved_fingerprint(model_dir(build.settings.models_dir, self.name)) == self.fingerprint(build)
 
     def run(self, build: Pipeline) -> dict | None:
         directory = model_dir(build.settings.models_dir, self.name)
@@ -145,7 +148,7 @@ class Train(Step):
         facts = {**facts, "labelled": len(texts), "seed": config.seed, **self.facts(build, config)}
         # the config's base_model names the checkpoint, not where this machine unpacked it
         named = {"base_model": facts["base_model"]} if "base_model" in facts else {}
-        model.save(directory, {"fingerprint": build.fingerprint(self.groups), TRAINING_FACTS: facts, **named})
+        model.save(directory, {"fingerprint": self.fingerprint(build), TRAINING_FACTS: facts, **named})
         log.info("%s trained in %.0f s, saved to %s.", DISPLAY_NAMES.get(self.name, self.name),
                  time.perf_counter() - started, directory)  # fmt: skip
         return facts
@@ -172,9 +175,10 @@ class TrainTeacher(Train):
         super().__init__(TEACHER)
         self.kind = BertClassifier
 
-    @property
-    def groups(self) -> tuple[type[ConfigGroup], ...]:
-        return (SplitConfig, BertConfig, TeacherConfig)
+    def fingerprint(self, build: Pipeline) -> str:
+        # the teacher's own settings, as config() makes them: the served model's (its epochs, its
+        # length exponent) change what the teacher teaches, not the teacher
+        return build.fingerprint((SplitConfig,), teacher=self.config(build).model_dump(mode="json"))
 
     def config(self, build: Pipeline) -> BertConfig:
         s = build.settings
@@ -183,7 +187,7 @@ class TrainTeacher(Train):
         pooling = CLS if s.pooling == SENTENCES else s.pooling
         return s.group(BertConfig).model_copy(
             update={"base_model": s.teacher_model, "epochs": s.teacher_epochs, "learning_rate": s.teacher_learning_rate,
-                    "pooling": pooling, "frozen_layers": s.teacher_frozen_layers}
+                    "pooling": pooling, "frozen_layers": s.teacher_frozen_layers, "length_exponent": 0.0}
         )  # fmt: skip
 
     def fit(self, build: Pipeline, config: BertConfig, texts: list[str], labels: list[str], progress: bool) -> Classifier:
