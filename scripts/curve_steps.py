@@ -1,16 +1,18 @@
 """Whether a BERT of the learning curve needs more epochs on fewer reviews, on a built database.
 
-Trains the BERT the build's curve trains (the database's settings, a seed of its own) on balanced samples
-of the archive's training pool at one size, with each epoch count asked for, offsets it on
-250 unlabeled reviews as the curve step does, and prints one line per run: its accuracy on a
-seeded sample of the database's evaluation reviews and the seconds it took. With 3 epochs,
-100 reviews make 19 optimisation steps; the build's own model takes 94 on its 500.
+Trains the BERT the build's curve trains, as the curve step does (``LearningCurve.retrained_accuracy``:
+the database's settings, a seed of its own, a balanced sample of the archive's training pool,
+offset on 250 unlabeled reviews), at one size with each epoch count asked for, and prints one
+line per run: its accuracy on a seeded sample of the database's evaluation reviews (the curve's
+own, of --curve-eval-size) and the seconds it took. With 3 epochs, 100 reviews make 19
+optimisation steps; the build's own model takes 94 on its 500.
 
     python scripts/curve_steps.py --data-dir data --imdb ../shared/data/aclImdb_v1.tar.gz \\
         [--size 100] [--seeds 42 43] [--epochs 3 15] [--eval-reviews 500]
 
 The answer decided the learning curve's epochs (``app.offline.steps.curve_epochs``); its
-figures are in model/README.md, "The learning curve".
+figures are in model/README.md, "The learning curve" (measured at commit 71637b2, whose copy of
+the training drew the evaluation sample and the 250 unlabeled reviews otherwise).
 """
 
 import argparse
@@ -18,17 +20,22 @@ import random
 import time
 from pathlib import Path
 
-from sqlalchemy import select
-
-from app.db import Review, latest_run, make_engine, session_scope
-from app.offline.steps import CURVE_PRIOR_REVIEWS, set_prior_offset
+from app.db import latest_run, make_engine, session_scope
+from app.offline.pipeline import Pipeline
+from app.offline.steps import CURVE_PRIOR_REVIEWS, LearningCurve, evaluation_reviews, prior_texts
 from app.settings import Settings
-from model import checkpoints
-from model.bert import BertClassifier, resolve_device
-from model.config import BertConfig, Sources, SplitConfig
-from model.data import balanced_sample, read_splits, sample_unlabeled
-from model.metrics import accuracy
-from model.names import EVAL, POSITIVE
+from model.data import balanced_sample
+from model.names import MAIN_MODEL
+
+
+def built_pipeline(data_dir: Path, imdb: str) -> Pipeline:
+    """A pipeline over the database of ``data_dir`` with the settings it was built with, connected."""
+    with session_scope(make_engine(Settings(data_dir=data_dir).database)) as session:
+        built = latest_run(session).config
+    settings = Settings(data_dir=data_dir, imdb=imdb, **{k: v for k, v in built.items() if k in Settings.model_fields})
+    pipeline = Pipeline(settings, [], progress=False)
+    pipeline.run()  # no steps: it takes up the database's run, refusing other settings
+    return pipeline
 
 
 def main() -> None:
@@ -41,26 +48,17 @@ def main() -> None:
     parser.add_argument("--eval-reviews", type=int, default=500)
     args = parser.parse_args()
 
-    with session_scope(make_engine(Settings(data_dir=args.data_dir).database)) as session:
-        built = latest_run(session).config  # the settings the database was built with
-        rows = session.execute(select(Review.text, Review.label).where(Review.split == EVAL)).all()
-    settings = Settings(data_dir=args.data_dir, **{k: v for k, v in built.items() if k in Settings.model_fields})
-    rows = random.Random(0).sample(rows, min(args.eval_reviews, len(rows)))
-    splits = read_splits(Sources(imdb=args.imdb), SplitConfig.of(settings), args.data_dir, unlabeled=True)
-    priors = [r.text for r in sample_unlabeled(splits.unlabeled, CURVE_PRIOR_REVIEWS, settings.seed)]
-    base = checkpoints.resolve(settings.base_model, args.data_dir / "checkpoints").location
-    device = resolve_device(settings.device)
+    build = built_pipeline(args.data_dir, args.imdb)
+    pool = build.splits().train_pool
+    _, evaluation = evaluation_reviews(build, args.eval_reviews)
+    unlabeled = prior_texts(build)[:CURVE_PRIOR_REVIEWS]
     for epochs in args.epochs:
         for seed in args.seeds:
             started = time.perf_counter()
-            sample = balanced_sample(splits.train_pool, args.size, random.Random(seed))
-            config = settings.group(BertConfig).model_copy(update={"base_model": base, "seed": seed, "epochs": epochs})
-            labels = [r.label for r in sample]
-            model = BertClassifier.train([r.text for r in sample], labels, config, device, False)
-            set_prior_offset(model, priors, labels.count(POSITIVE) / len(labels), settings.offset_per)
-            correct = accuracy([r.label for r in rows], model.predict_proba([r.text for r in rows])[:, 1])
-            print(f"{args.size} reviews, seed {seed}, {epochs} epochs: accuracy {correct:.3f} "
-                  f"on {len(rows)} evaluation reviews ({time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
+            sample = balanced_sample(pool, args.size, random.Random(seed))
+            correct = LearningCurve.retrained_accuracy(build, MAIN_MODEL, seed, sample, evaluation, unlabeled, epochs)
+            print(f"{args.size} reviews, seed {seed}, {epochs} epochs: accuracy {correct:.3f} on "
+                  f"{len(evaluation[0])} evaluation reviews ({time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -449,7 +449,7 @@ class Evaluate(Step):
                         .where(Review.split == split, Review.source == IMDB, Prediction.model == name)
                     ).all()
                     metrics[name][split] = classification_report([r.label for r in rows], [r.p_positive for r in rows])
-        evaluation = evaluation_set(build)
+        _, evaluation = evaluation_reviews(build)
         texts, labels, bands = length_set(*evaluation)
         short = read_sst2(build.settings.sst2) if build.settings.sst2 else None
         log.info("Evaluate: %d texts of the length table%s, for each model.", len(texts),
@@ -472,11 +472,16 @@ def report_on(model: Classifier, texts: list[str], labels: list[str]) -> dict:
     return classification_report(labels, model.predict_proba(texts)[:, 1].tolist())
 
 
-def evaluation_set(build: Pipeline) -> tuple[list[str], list[str]]:
-    """Texts and gold labels of the evaluation reviews."""
+def evaluation_reviews(build: Pipeline, size: int | str = "all") -> tuple[list[int], tuple[list[str], list[str]]]:
+    """The ids, texts and gold labels of the evaluation reviews: all of them, or a sample of ``size``
+    seeded by the build's seed."""
     with session_scope(build.engine) as session:
-        rows = session.execute(select(Review.text, Review.label).where(Review.split == EVAL)).all()
-    return [r.text for r in rows], [r.label for r in rows]
+        rows = session.execute(
+            select(Review.id, Review.text, Review.label).where(Review.split == EVAL).order_by(Review.id)
+        ).all()
+    if size != "all" and size < len(rows):
+        rows = sorted(random.Random(build.settings.seed).sample(rows, size))
+    return [r.id for r in rows], ([r.text for r in rows], [r.label for r in rows])
 
 
 # The unlabeled reviews (of --prior-reviews) each BERT of the learning curve is offset on: fewer
@@ -513,7 +518,7 @@ class LearningCurve(Step):
         seeds = range(s.seed, s.seed + s.curve_seeds)
         # the accuracy of each seed, per size and model trained at that size
         runs = {(size, name): [] for size in sizes for name in MODELS if self.trains(build, name, size)}
-        ids, evaluation = self.evaluation_sample(build)
+        ids, evaluation = evaluation_reviews(build, s.curve_eval_size)
         own = self.labels_only_accuracies(build, ids)
         unlabeled = prior_texts(build)[:CURVE_PRIOR_REVIEWS]
         total, finished = len(runs) * len(seeds), 0
@@ -552,18 +557,6 @@ class LearningCurve(Step):
         return CLASSIFIERS[name].fast_to_train or size <= build.settings.train_size or build.device.type == "cuda"
 
     @staticmethod
-    def evaluation_sample(build: Pipeline) -> tuple[list[int], tuple[list[str], list[str]]]:
-        """The ids, texts and gold labels of --curve-eval-size evaluation reviews (a seeded sample)."""
-        with session_scope(build.engine) as session:
-            rows = session.execute(
-                select(Review.id, Review.text, Review.label).where(Review.split == EVAL).order_by(Review.id)
-            ).all()
-        size = build.settings.curve_eval_size
-        if size != "all" and size < len(rows):
-            rows = sorted(random.Random(build.settings.seed).sample(rows, size))
-        return [r.id for r in rows], ([r.text for r in rows], [r.label for r in rows])
-
-    @staticmethod
     def labels_only_accuracies(build: Pipeline, ids: list[int]) -> dict[str, float]:
         """The accuracy on the reviews ``ids`` of each model the build trained on the labelled reviews
         alone, from its stored predictions."""
@@ -588,15 +581,16 @@ class LearningCurve(Step):
         sample: list[RawReview],
         evaluation: tuple[list[str], list[str]],
         unlabeled: list[str],
+        epochs: int | None = None,
     ) -> float:
         """Model ``name`` trained on ``sample`` with ``seed`` (a BERT offset on ``unlabeled`` as the
-        build's is, and trained for as many steps as the build's own: ``curve_epochs``): its
-        accuracy on the evaluation set."""
+        build's is, and trained for ``epochs``, by default as many steps as the build's own:
+        ``curve_epochs``): its accuracy on the evaluation set."""
         kind = CLASSIFIERS[name]
         config = build.settings.group(kind.config_type)
         update = {"seed": seed}
         if isinstance(config, BertConfig):
-            update["epochs"] = curve_epochs(config.epochs, build.settings.train_size, len(sample))
+            update["epochs"] = epochs or curve_epochs(config.epochs, build.settings.train_size, len(sample))
         config, _ = pretrained(build, config.model_copy(update=update))
         labels = [r.label for r in sample]
         model = kind.train([r.text for r in sample], labels, config, build.device, False)
