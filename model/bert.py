@@ -38,7 +38,7 @@ STLR_CUT_FRAC = 0.1  # share of the steps spent warming up (Howard & Ruder's cut
 STLR_RATIO = 32.0  # peak learning rate / lowest learning rate
 MEAN_POOLED_HEAD_FILE = "mean_pooled_head.safetensors"
 TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
-OFFSET = "offset"  # and of the offset added to its log-odds (app.offline.steps.Calibrate)
+OFFSET = "offset"  # and of the offset added to its log-odds (app.offline.steps.calibration.Calibrate)
 OFFSET_PER = "offset_per"  # and of how often it is added (model.config.CalibrationConfig)
 log = logging.getLogger("textflix")
 
@@ -311,9 +311,9 @@ class BertClassifier:
         # (scripts/bench_lime.py), large on CUDA.
         self.max_tokens = max_tokens or (65536 if device.type == "cuda" else 2048)
         # Scores are divided by it before the softmax (temperature scaling, Guo et al. 2017);
-        # app.offline.steps.Calibrate fits it on held-out folds of the training reviews.
+        # app.offline.steps.calibration.Calibrate fits it on held-out folds of the training reviews.
         self.temperature = temperature
-        # Added to the log-odds of "positive": app.offline.steps.Calibrate fits it on unlabeled reviews, so
+        # Added to the log-odds of "positive": app.offline.steps.calibration.Calibrate fits it on unlabeled reviews, so
         # that the model reads them as positive as often as the training reviews are. It is added
         # once per sentence a sentence model reads (``offset_per``; ``raw_scores``'s units).
         self.offset = offset

@@ -70,7 +70,7 @@ from model.names import BERT, NBSVM, SENTENCE, WORD  # noqa: E402
 
 OUTPUT_TABLES = (SentenceWeight, WordWeight, Explanation, Prediction)
 ONE_THREAD = "local1"  # --engines: the in-process engine with torch on one thread, as in a Ray actor
-EXPLAIN_BLOCK = 4  # app.offline.steps.EXPLAIN_BLOCK
+EXPLAIN_BLOCK = 4  # app.offline.steps.scoring.EXPLAIN_BLOCK
 
 
 def scratch_pipeline(data_dir: Path, database: Path, engine: str, lime: dict) -> Pipeline:

@@ -10,7 +10,7 @@ optimisation steps; the build's own model takes 94 on its 500.
     python scripts/curve_steps.py --data-dir data --imdb ../shared/data/aclImdb_v1.tar.gz \\
         [--size 100] [--seeds 42 43] [--epochs 3 15] [--eval-reviews 500]
 
-The answer decided the learning curve's epochs (``app.offline.steps.curve_epochs``); its
+The answer decided the learning curve's epochs (``app.offline.steps.evaluation.curve_epochs``); its
 figures are in model/README.md, "The learning curve" (measured at commit 71637b2, whose copy of
 the training drew the evaluation sample and the 250 unlabeled reviews otherwise).
 """
@@ -22,7 +22,8 @@ from pathlib import Path
 
 from app.db import latest_run, make_engine, session_scope
 from app.offline.pipeline import Pipeline
-from app.offline.steps import CURVE_PRIOR_REVIEWS, LearningCurve, evaluation_reviews, prior_texts
+from app.offline.steps.calibration import prior_texts
+from app.offline.steps.evaluation import CURVE_PRIOR_REVIEWS, LearningCurve, evaluation_reviews
 from app.settings import Settings
 from model.data import balanced_sample
 from model.names import MAIN_MODEL

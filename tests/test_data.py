@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from app.cli import parser
 from app.offline.pipeline import BuildError, Pipeline
-from app.offline.steps import ReadData, sentence_rows
+from app.offline.steps.data import ReadData, sentence_rows
 from app.settings import Settings
 from model.config import IMDB_SHA256, IMDB_URL, Sources, SplitConfig
 from model.data import DataError, download, locate_archive, make_splits, read_archive, read_movies, read_sst2

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from app.cli import main
-from app.offline.steps import curve_epochs
+from app.offline.steps.evaluation import curve_epochs
 from model.bert import BertClassifier
 from model.config import MINILM
 from model.data import read_unlabeled, sample_unlabeled
@@ -332,7 +332,7 @@ def test_bad_settings_are_reported(tmp_path, capsys):
 def test_the_curve_trains_bert_beyond_the_training_size_on_cuda_only(device, bert_sizes):
     import torch
 
-    from app.offline.steps import LearningCurve
+    from app.offline.steps.evaluation import LearningCurve
 
     build = SimpleNamespace(settings=SimpleNamespace(train_size=24), device=torch.device(device))
     assert [size for size in (12, 24, 48) if LearningCurve.trains(build, "bert", size)] == bert_sizes

@@ -15,7 +15,8 @@ import torch
 
 from app.db import Run, make_engine, migrate, session_scope
 from app.offline.pipeline import Pipeline, concrete_recipe
-from app.offline.steps import ReadData, TrainTeacher
+from app.offline.steps.data import ReadData
+from app.offline.steps.training import TrainTeacher
 from app.settings import Settings
 from model.config import AUTO, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
 from model.data import RawReview, read_unlabeled, sample_unlabeled

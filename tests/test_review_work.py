@@ -7,7 +7,8 @@ from sqlalchemy import func, select
 from app.db import Explanation, Prediction, Sentence, WordWeight, session_scope
 from app.offline.pipeline import Pipeline
 from app.offline.review_work import Task
-from app.offline.steps import ReadData, Train
+from app.offline.steps.data import ReadData
+from app.offline.steps.training import Train
 from app.offline.work_engines import LOCAL, run_tasks
 from app.settings import Settings
 from model.names import NBSVM, SENTENCE, WORD, WORD_LEVEL_MODEL

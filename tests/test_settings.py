@@ -10,7 +10,8 @@ from pydantic import Field
 
 from app.cli import parser
 from app.offline.pipeline import BuildError, Pipeline
-from app.offline.steps import ReadData, Train
+from app.offline.steps.data import ReadData
+from app.offline.steps.training import Train
 from app.settings import Settings
 from model.config import NbsvmConfig
 from model.names import MODEL_META_FILE, NBSVM

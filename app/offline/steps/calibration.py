@@ -1,0 +1,119 @@
+"""The calibration of the served BERT model (``Calibrate``): its offset, fitted on unlabeled
+reviews, and its temperature, fitted on held-out folds of the training reviews. The offset is
+fitted the same way for any BERT (``set_prior_offset`` on ``prior_texts``), as the learning
+curve's are."""
+
+import logging
+
+import numpy as np
+from sklearn.model_selection import StratifiedKFold
+from tqdm import tqdm
+
+from app.offline.pipeline import Pipeline, Step
+from app.offline.steps.training import Train, load_trained_bert, pretrained
+from model.artifacts import read_meta, update_meta
+from model.bert import OFFSET, OFFSET_PER, TEMPERATURE, BertClassifier
+from model.config import CalibrationConfig
+from model.data import sample_unlabeled
+from model.metrics import classification_report, fit_offset, fit_temperature, tempered_p_positive
+from model.names import POSITIVE
+from model.trained import model_dir
+
+log = logging.getLogger("textflix")
+CALIBRATION_DIR = "calibration"  # in the data directory: each fold's held-out scores
+
+
+class Calibrate(Step):
+    """Calibration of the served BERT model, in place and in scale, without test text:
+    - its offset, added to its log-odds, makes its mean probability of "positive" over
+      --prior-reviews unlabeled reviews the training reviews' share of positives (``fit_offset``):
+      a model that reads too many reviews one way is set straight without labels;
+    - its temperature is fitted to held-out scores: the training reviews split into
+      --calibration-folds folds, the model trained again on all folds but one (and offset the
+      same way) and scored on that one.
+    Each fold's scores are kept, so a killed build redoes at most one fold."""
+
+    name = "calibrate"
+
+    def __init__(self, trainer: Train):
+        self.trainer = trainer
+        # it trains the same model again, fold by fold, and scores unlabeled reviews
+        self.reads = (*trainer.reads, "unlabeled reviews of the archive")
+        self.writes = (f"models/{trainer.name}: offset, temperature",)
+
+    def up_to_date(self, build: Pipeline) -> bool:
+        try:
+            meta = read_meta(model_dir(build.settings.models_dir, self.trainer.name))
+        except FileNotFoundError:
+            return False
+        if not build.settings.prior_reviews:
+            return TEMPERATURE in meta
+        return TEMPERATURE in meta and OFFSET in meta and meta.get(OFFSET_PER) == build.settings.offset_per
+
+    def prepare(self, build: Pipeline) -> None:
+        if build.settings.prior_reviews:
+            build.splits()
+
+    def run(self, build: Pipeline) -> dict:
+        s = build.settings
+        _, texts, labels = build.training_set
+        share = labels.count(POSITIVE) / len(labels)
+        unlabeled = prior_texts(build)
+        facts = {"folds": 0, TEMPERATURE: 1.0}
+        if s.calibration_folds >= 2:
+            scores = self.held_out_scores(build, texts, labels, unlabeled, share)
+            temperature = fit_temperature(scores, labels)
+            raw, calibrated = (classification_report(labels, tempered_p_positive(scores, t)) for t in (1.0, temperature))
+            log.info("Calibration: temperature %.2f; on held-out folds of the training reviews ECE %.3f before, %.3f after.",
+                     temperature, raw["ece"], calibrated["ece"])  # fmt: skip
+            facts = {"folds": s.calibration_folds, TEMPERATURE: temperature, "held_out_accuracy": raw["accuracy"],
+                     "held_out_ece": raw["ece"], "held_out_ece_calibrated": calibrated["ece"]}  # fmt: skip
+        served = load_trained_bert(build, self.trainer.name)  # fitted afresh, whatever an earlier calibration wrote
+        offset = set_prior_offset(served, unlabeled, share, s.offset_per, facts[TEMPERATURE])
+        if unlabeled:
+            log.info("Calibration: offset %+.3f to BERT's log-odds per %s, so that its mean probability of positive "
+                     "over %d unlabeled reviews is %.2f, the training reviews' share.",
+                     offset, s.offset_per, len(unlabeled), share)  # fmt: skip
+        meta = {TEMPERATURE: facts[TEMPERATURE], OFFSET: offset, OFFSET_PER: s.offset_per}
+        update_meta(model_dir(s.models_dir, self.trainer.name), meta)
+        return {**facts, OFFSET: offset, OFFSET_PER: s.offset_per, "prior_reviews": len(unlabeled), "share_positive": share}
+
+    def held_out_scores(
+        self, build: Pipeline, texts: list[str], labels: list[str], unlabeled: list[str], share: float
+    ) -> np.ndarray:
+        """Each training review's scores from the model trained without its fold, offset as that model's own."""
+        folds = build.settings.calibration_folds
+        config, _ = pretrained(build, self.trainer.config(build))
+        kept = build.settings.data_dir / CALIBRATION_DIR / build.fingerprint((*self.trainer.groups, CalibrationConfig))
+        kept.mkdir(parents=True, exist_ok=True)
+        scores = np.empty((len(texts), 2))
+        splits = StratifiedKFold(folds, shuffle=True, random_state=config.seed).split(texts, labels)
+        for fold, (fit, held) in enumerate(tqdm(list(splits), desc="Calibrate", unit="fold", disable=not build.progress)):
+            path = kept / f"fold-{fold + 1}-of-{folds}.npy"
+            if not path.is_file():
+                model = self.trainer.fit(build, config, [texts[i] for i in fit], [labels[i] for i in fit], False)
+                set_prior_offset(model, unlabeled, share, build.settings.offset_per)
+                np.save(path.with_suffix(".part.npy"), model.logits([texts[i] for i in held]))
+                path.with_suffix(".part.npy").replace(path)
+            scores[held] = np.load(path)
+        return scores
+
+
+def prior_texts(build: Pipeline) -> list[str]:
+    """The unlabeled reviews BERT's offset is fitted on: a seeded sample of --prior-reviews."""
+    s = build.settings
+    if not s.prior_reviews:
+        return []
+    return [r.text for r in sample_unlabeled(build.splits().unlabeled, s.prior_reviews, s.seed)]
+
+
+def set_prior_offset(
+    model: BertClassifier, unlabeled: list[str], share: float, offset_per: str, temperature: float = 1.0
+) -> float:
+    """Give ``model`` the offset, added ``offset_per`` sentence or text to its log-odds, that makes
+    its mean probability of "positive" over the ``unlabeled`` texts ``share`` (none: 0); returns it."""
+    model.offset, model.offset_per = 0.0, offset_per
+    if unlabeled:
+        scores, units = model.raw_scores(unlabeled)
+        model.offset = fit_offset(scores, share, temperature, units)
+    return model.offset
