@@ -113,9 +113,9 @@ def explained(error: Exception) -> bool:
     if isinstance(error, CommandError):
         return True
     from app.offline.pipeline import BuildError  # imports torch: only when it can be one
-    from model.bert import DeviceUnavailable
     from model.checkpoints import CheckpointError
     from model.data import DataError
+    from model.devices import DeviceUnavailable
 
     return isinstance(error, (BuildError, CheckpointError, DataError, DeviceUnavailable))
 

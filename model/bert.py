@@ -5,15 +5,16 @@ slanted triangular learning rates, optional discriminative (layer-wise) rates
 and gradual unfreezing, and head-plus-tail truncation of long reviews.
 Mixed precision: float16 on CUDA, bfloat16 on CPUs that support it.
 
-Over 400 lines: one model class, with the training loop and the inference that share its state.
+The classifier, with the training loop and the inference that share its state, and the frozen
+bottom layers that training computes once (``FrozenBottom``). Its parts: what it reads of a text
+(``model.encoding``), the network by pooling (``model.pooling``), the optimiser, schedule and
+targets (``model.fine_tuning``), the device and number formats (``model.devices``).
 """
 
 import logging
 import math
 import os
-import random
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import ClassVar
@@ -25,163 +26,26 @@ from tqdm import tqdm
 from model import checkpoints
 from model.artifacts import atomic_directory, read_meta
 from model.config import PER_SENTENCE, PREDATING_VALUES, SENTENCE_WINDOWS, SENTENCES, BertConfig
-from model.names import BERT, DISPLAY_NAMES, LABELS, POSITIVE
+from model.devices import autocast, int8_linears
+from model.encoding import Encoder, head_and_tail_sentences
+from model.fine_tuning import _layer_groups, _optimizer, gold_targets, seed_everything
+from model.names import BERT, DISPLAY_NAMES, LABELS
 from model.sentences import split_sentences
 
+# before transformers is imported, here and through model.pooling
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-from safetensors.torch import load_file, save_file  # noqa: E402
-from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
-from transformers.modeling_outputs import SequenceClassifierOutput  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
 
-WEIGHT_DECAY = 0.01
-STLR_CUT_FRAC = 0.1  # share of the steps spent warming up (Howard & Ruder's cut_frac)
-STLR_RATIO = 32.0  # peak learning rate / lowest learning rate
-MEAN_POOLED_HEAD_FILE = "mean_pooled_head.safetensors"
+from model.pooling import sequence_classifier  # noqa: E402
+
 TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
 OFFSET = "offset"  # and of the offset added to its log-odds (app.offline.steps.calibration.Calibrate)
 OFFSET_PER = "offset_per"  # and of how often it is added (model.config.CalibrationConfig)
 log = logging.getLogger("textflix")
 
 
-class DeviceUnavailable(Exception):
-    """The device asked for is not on this machine."""
-
-
 class TooManyFrozenLayers(ValueError):
     """``frozen_layers`` leaves none of the checkpoint's encoder layers to train."""
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    if device == "cuda" and not torch.cuda.is_available():
-        raise DeviceUnavailable("device cuda was asked for, but this machine has no CUDA GPU.")
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(device)
-
-
-def native_cpu_bf16() -> bool:
-    """Whether the CPU computes in bfloat16 natively (AVX512-BF16 or AMX). oneDNN also "supports"
-    bfloat16 on plain AVX512 by emulation, which ran 3.4x slower than float32 (Xeon, MiniLM)."""
-    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-
-
-def autocast(device: torch.device):
-    """Mixed precision where the hardware has it: float16 on CUDA, bfloat16 on CPUs with native bfloat16."""
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.float16)
-    if native_cpu_bf16():
-        return torch.autocast("cpu", dtype=torch.bfloat16)
-    return nullcontext()
-
-
-def head_and_tail(ids: list[int], budget: int) -> list[int]:
-    """Keep the first quarter and the last three quarters of ``budget`` tokens."""
-    if len(ids) <= budget:
-        return ids
-    head = budget // 4
-    return ids[:head] + ids[len(ids) - (budget - head) :]
-
-
-def head_and_tail_sentences(lengths: Sequence[int], budget: int) -> list[int]:
-    """Which sentences of these token ``lengths`` to read: all if they fit ``budget`` tokens, else
-    the first ones within a quarter of it and the last ones within the rest, as ``head_and_tail``
-    keeps tokens."""
-    if sum(lengths) <= budget:
-        return list(range(len(lengths)))
-    head, used = [], 0
-    for i, length in enumerate(lengths):
-        if used + length > budget // 4:
-            break
-        head.append(i)
-        used += length
-    tail = []
-    for i in range(len(lengths) - 1, len(head) - 1, -1):
-        if used + lengths[i] > budget:
-            break
-        tail.append(i)
-        used += lengths[i]
-    return head + tail[::-1]
-
-
-class Encoder:
-    """Tokenizes texts into padded batches, truncating long ones to head and tail."""
-
-    def __init__(self, tokenizer, max_length: int):
-        self.tokenizer = tokenizer
-        self.max_length = max_length
-        # The special tokens around a single text ([CLS] … [SEP] for BERT, <s> … </s> for RoBERTa).
-        plain = tokenizer("a", add_special_tokens=False)["input_ids"]
-        framed = tokenizer("a")["input_ids"]
-        at = next(i for i in range(len(framed)) if framed[i : i + len(plain)] == plain)
-        self.prefix, self.suffix = framed[:at], framed[at + len(plain) :]
-
-    def ids(self, texts: list[str]) -> list[list[int]]:
-        budget = self.max_length - len(self.prefix) - len(self.suffix)
-        raw = self.tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
-        return [self.prefix + head_and_tail(x, budget) + self.suffix for x in raw]
-
-    def pad(self, batch: list[list[int]], device: torch.device) -> dict[str, torch.Tensor]:
-        padded = self.tokenizer.pad({"input_ids": batch}, return_tensors="pt")
-        return {k: v.to(device) for k, v in padded.items()}
-
-
-class MeanPooledClassifier(torch.nn.Module):
-    """An encoder whose token states are averaged (as sentence-transformers checkpoints were
-    trained to be read) and fed to one linear layer: no tanh pooler that bounds the logits.
-    ``outputs``: a score per class, or one score (a sentence's share of a review's log-odds)."""
-
-    def __init__(self, encoder, outputs: int = len(LABELS), dropout: float = 0.1):
-        super().__init__()
-        self.encoder = encoder
-        self.base_model_prefix = "encoder"
-        self.dropout = torch.nn.Dropout(dropout)
-        self.classifier = torch.nn.Linear(encoder.config.hidden_size, outputs)
-
-    @classmethod
-    def from_pretrained(cls, location: str | Path, outputs: int = len(LABELS)) -> "MeanPooledClassifier":
-        """The encoder at ``location``, with the head saved beside it if there is one, else a new one."""
-        model = cls(AutoModel.from_pretrained(location, add_pooling_layer=False), outputs)
-        head = Path(location) / MEAN_POOLED_HEAD_FILE
-        if head.is_file():
-            model.classifier.load_state_dict(load_file(head))
-        return model.eval()  # as transformers' from_pretrained: no dropout until training asks for it
-
-    def save_pretrained(self, directory: Path) -> None:
-        self.encoder.save_pretrained(directory)
-        save_file({k: v.contiguous() for k, v in self.classifier.state_dict().items()}, directory / MEAN_POOLED_HEAD_FILE)
-
-    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, **_) -> SequenceClassifierOutput:
-        states = self.encoder(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds).last_hidden_state
-        mask = attention_mask.unsqueeze(-1).to(states.dtype)
-        pooled = (states * mask).sum(1) / mask.sum(1).clamp(min=1)
-        return SequenceClassifierOutput(logits=self.classifier(self.dropout(pooled)))
-
-
-def sequence_classifier(location: str | Path, pooling: str):
-    """A two-class classifier over the checkpoint at ``location``: the checkpoint's own
-    classification head (``cls``: first token, tanh pooler), a mean-pooled linear head, or
-    (``sentences``) a mean-pooled head that scores one sentence (``BertClassifier`` adds them up)."""
-    if pooling == "mean":
-        return MeanPooledClassifier.from_pretrained(location)
-    if pooling == SENTENCES:
-        return MeanPooledClassifier.from_pretrained(location, outputs=1)
-    return AutoModelForSequenceClassification.from_pretrained(
-        location,
-        num_labels=len(LABELS),
-        id2label=dict(enumerate(LABELS)),
-        label2id={label: i for i, label in enumerate(LABELS)},
-    )
-
-
-def _layer_groups(model) -> list[list[torch.nn.Parameter]]:
-    """Parameter groups from the bottom (embeddings) to the top (pooler and classifier)."""
-    base = getattr(model, model.base_model_prefix)
-    layers = list(base.encoder.layer)
-    in_layers = {id(p) for layer in layers for p in layer.parameters()}
-    embeddings = list(base.embeddings.parameters())
-    in_embeddings = {id(p) for p in embeddings}
-    top = [p for p in model.parameters() if id(p) not in in_layers | in_embeddings]
-    return [embeddings] + [list(layer.parameters()) for layer in layers] + [top]
 
 
 class PassThrough(torch.nn.Module):
@@ -246,41 +110,6 @@ def pad_states(states: list[torch.Tensor]) -> dict[str, torch.Tensor]:
     lengths = torch.tensor([len(x) for x in states])
     mask = (torch.arange(int(lengths.max()))[None, :] < lengths[:, None]).long()
     return {"inputs_embeds": torch.nn.utils.rnn.pad_sequence(states, batch_first=True), "attention_mask": mask.to(states[0].device)}
-
-
-def _stlr(total_steps: int, cut_frac: float, ratio: float) -> Callable[[int], float]:
-    cut = max(1, math.floor(total_steps * cut_frac))
-
-    def factor(step: int) -> float:
-        p = step / cut if step < cut else 1 - (step - cut) / max(1, total_steps - cut)
-        return (1 + max(p, 0.0) * (ratio - 1)) / ratio
-
-    return factor
-
-
-def _optimizer(groups: list[list[torch.nn.Parameter]], config: BertConfig, total_steps: int):
-    """AdamW with a learning rate per layer group (discriminative), and its schedule."""
-    depth = len(groups) - 1
-    optimizer = torch.optim.AdamW(
-        [
-            {"params": g, "lr": config.learning_rate / config.discriminative_lr ** (depth - i)}
-            for i, g in enumerate(groups)
-        ],
-        weight_decay=WEIGHT_DECAY,
-    )
-    schedule = _stlr(total_steps, STLR_CUT_FRAC, STLR_RATIO) if config.slanted_triangular else (lambda step: 1.0)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-
-
-def gold_targets(labels: Sequence[str]) -> list[float]:
-    """Gold labels as training targets: the probability of "positive", 1 or 0."""
-    return [float(label == POSITIVE) for label in labels]
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 class BertClassifier:
@@ -536,17 +365,3 @@ class BertClassifier:
         temperature, offset = meta.get(TEMPERATURE, 1.0), meta.get(OFFSET, 0.0)
         offset_per = meta.get(OFFSET_PER, PREDATING_VALUES[OFFSET_PER])
         return cls(model, tokenizer, device, config, max_tokens, temperature, int8, offset, offset_per)
-
-
-def int8_linears(model: torch.nn.Module) -> torch.nn.Module:
-    """``model`` for inference with every linear layer in int8: weights quantized once, per
-    output channel, activations as they come (dynamic quantization; fbgemm's kernels). How
-    much faster and how close to float32: scripts/README.md, Serving speed.
-
-    ``torch.ao.quantization`` is deprecated in favour of torchao, whose int8 layers ran 2x
-    slower than float32 here without ``torch.compile``; it stays while the pinned torch has it."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", (DeprecationWarning, UserWarning))
-        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)

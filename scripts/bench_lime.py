@@ -21,8 +21,8 @@ from sqlalchemy.orm import selectinload
 
 from app.db import Review, make_engine, session_scope
 from app.settings import Settings
-from model.bert import resolve_device
 from model.config import LimeConfig
+from model.devices import resolve_device
 from model.explain import explain_sentences
 from model.names import BERT, CATALOGUE
 from model.trained import load_trained

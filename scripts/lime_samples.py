@@ -35,8 +35,8 @@ from tqdm import tqdm
 
 from app.db import Review, make_engine, session_scope
 from app.settings import Settings
-from model.bert import resolve_device
 from model.config import LimeConfig
+from model.devices import resolve_device
 from model.explain import Memoized, explain_sentences, lime_sentences, rank_agreement
 from model.quality import is_empty
 from model.names import CATALOGUE, DISPLAY_NAMES, MODELS

@@ -17,9 +17,10 @@ import numpy as np
 from tqdm import tqdm
 
 from app.settings import Settings
-from model.bert import BertClassifier, resolve_device
+from model.bert import BertClassifier
 from model.config import Sources
 from model.data import locate_archive, read_archive
+from model.devices import resolve_device
 from model.metrics import classification_report
 from model.names import MODELS, TEACHER
 from model.trained import load_trained, model_dir

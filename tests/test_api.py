@@ -194,7 +194,7 @@ def check_quality(explanation: dict, sentences: int) -> None:
 
 
 def test_a_server_with_int8_bert_answers_as_the_float32_one(client, api_data_dir):
-    """TEXTFLIX_CPU_INT8: the same API, BERT's linear layers in int8 (model.bert.int8_linears)."""
+    """TEXTFLIX_CPU_INT8: the same API, BERT's linear layers in int8 (model.devices.int8_linears)."""
     texts = ["A wonderful, moving film with brilliant acting.", "Dull, slow and far too long. I hated it."]
     exact = client.post("/api/predict", json={"texts": texts}).json()["results"]
     with TestClient(create_app(api_settings(api_data_dir, cpu_int8=True))) as int8_client:

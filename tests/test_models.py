@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-import model.bert
-from model.bert import BertClassifier, FrozenBottom, _stlr, head_and_tail, head_and_tail_sentences, resolve_device
+import model.devices
+from model.bert import BertClassifier, FrozenBottom
 from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
+from model.devices import resolve_device
+from model.encoding import head_and_tail, head_and_tail_sentences
 from model.explain import explain_sentences, explain_words
+from model.fine_tuning import _stlr
 from model.metrics import (
     classification_report,
     expected_calibration_error,
@@ -105,7 +108,7 @@ def test_int8_bert_on_the_cpu_reads_reviews_as_float32_does(tmp_path, real_revie
     p_exact, p_int8 = exact.predict_proba(probe)[:, 1], int8.predict_proba(probe)[:, 1]
     assert np.abs(p_int8 - p_exact).max() < 0.1, (p_exact, p_int8)
     # On a CPU with native bfloat16 the float32 model autocasts; the int8 layers take float32 only.
-    monkeypatch.setattr(model.bert, "native_cpu_bf16", lambda: True)
+    monkeypatch.setattr(model.devices, "native_cpu_bf16", lambda: True)
     assert np.array_equal(int8.logits(probe), scores_int8)
 
 

@@ -45,10 +45,10 @@ from app.db import (
 )
 from app.settings import Settings
 from model import checkpoints
-from model.bert import resolve_device
 from model.checkpoints import Checkpoint
 from model.config import AUTO, DISTILL, MPNET, PLAIN, PREDATING_VALUES, ConfigGroup, Sources, SplitConfig
 from model.data import Splits, read_splits
+from model.devices import resolve_device
 from model.names import TRAIN
 from model.trained import Classifier, ModelUnavailable, load_trained
 

@@ -202,7 +202,7 @@ class RayWorker:
     ):
         import ray
 
-        from model.bert import resolve_device
+        from model.devices import resolve_device
 
         quiet_transformers()
         packed = ray.get(models[0])  # a list around the reference, so Ray hands over the reference

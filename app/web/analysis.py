@@ -104,7 +104,7 @@ class NoModels:
 
 def load_analyzer(settings: Settings) -> Analyzer:
     """The models of ``settings.models_dir`` behind a ``ModelAnalyzer``, or ``NoModels`` saying why not."""
-    from model.bert import resolve_device
+    from model.devices import resolve_device
     from model.trained import ModelUnavailable, load_trained
 
     started = time.perf_counter()

@@ -13,7 +13,7 @@ from tqdm import tqdm
 from app.db import PseudoLabel, session_scope
 from app.offline.pipeline import BuildError, Pipeline, Step
 from model.artifacts import read_meta, saved_fingerprint
-from model.bert import BertClassifier, TooManyFrozenLayers, gold_targets
+from model.bert import BertClassifier, TooManyFrozenLayers
 from model.config import (
     CLS,
     DISTILL,
@@ -26,6 +26,7 @@ from model.config import (
     TeacherConfig,
 )
 from model.data import UnlabeledReview, sample_unlabeled
+from model.fine_tuning import gold_targets
 from model.names import DISPLAY_NAMES, TEACHER
 from model.sentences import sentence_runs, split_sentences
 from model.trained import CLASSIFIERS, Classifier, model_dir
