@@ -11,7 +11,6 @@ bottom layers that training computes once (``FrozenBottom``). Its parts: what it
 targets (``model.fine_tuning``), the device and number formats (``model.devices``).
 """
 
-import logging
 import math
 import os
 from collections.abc import Iterator, Sequence
@@ -28,7 +27,7 @@ from model.artifacts import atomic_directory, read_meta
 from model.config import PER_SENTENCE, PREDATING_VALUES, SENTENCE_WINDOWS, SENTENCES, BertConfig
 from model.devices import autocast, int8_linears
 from model.encoding import Encoder, head_and_tail_sentences
-from model.fine_tuning import _layer_groups, _optimizer, gold_targets, seed_everything
+from model.fine_tuning import gold_targets, layer_groups, optimizer_and_schedule, seed_everything
 from model.names import BERT, DISPLAY_NAMES, LABELS
 from model.sentences import split_sentences
 
@@ -41,7 +40,6 @@ from model.pooling import sequence_classifier  # noqa: E402
 TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
 OFFSET = "offset"  # and of the offset added to its log-odds (app.offline.steps.calibration.Calibrate)
 OFFSET_PER = "offset_per"  # and of how often it is added (model.config.CalibrationConfig)
-log = logging.getLogger("textflix")
 
 
 class TooManyFrozenLayers(ValueError):
@@ -204,9 +202,9 @@ class BertClassifier:
         frozen = FrozenBottom(model, config.frozen_layers) if config.frozen_layers else None
         states = frozen.states(classifier, ids, progress) if frozen else None
 
-        groups = _layer_groups(model)[frozen.layers + 1 :] if frozen else _layer_groups(model)
+        groups = layer_groups(model)[frozen.layers + 1 :] if frozen else layer_groups(model)
         total = math.ceil(len(members) / config.batch_size) * config.epochs
-        optimizer, scheduler = _optimizer(groups, config, total)
+        optimizer, scheduler = optimizer_and_schedule(groups, config, total)
         model.train()
         bar = tqdm(total=total, desc=desc, unit="step", disable=not progress)
         with frozen.top_only() if frozen else nullcontext():

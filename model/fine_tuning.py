@@ -1,7 +1,7 @@
 """What fine-tuning BERT takes besides the model: its parameters in groups from the bottom layer
-to the top (``_layer_groups``), AdamW with a learning rate per group (discriminative rates) on a
-slanted triangular schedule (``_optimizer``, ``_stlr``; Howard & Ruder's ULMFiT), gold labels as
-targets (``gold_targets``), and the seeds (``seed_everything``)."""
+to the top (``layer_groups``), AdamW with a learning rate per group (discriminative rates) on a
+slanted triangular schedule (``optimizer_and_schedule``, ``slanted_triangular``; Howard & Ruder's
+ULMFiT), gold labels as targets (``gold_targets``), and the seeds (``seed_everything``)."""
 
 import math
 import random
@@ -18,7 +18,7 @@ STLR_CUT_FRAC = 0.1  # share of the steps spent warming up (Howard & Ruder's cut
 STLR_RATIO = 32.0  # peak learning rate / lowest learning rate
 
 
-def _layer_groups(model) -> list[list[torch.nn.Parameter]]:
+def layer_groups(model) -> list[list[torch.nn.Parameter]]:
     """Parameter groups from the bottom (embeddings) to the top (pooler and classifier)."""
     base = getattr(model, model.base_model_prefix)
     layers = list(base.encoder.layer)
@@ -29,7 +29,7 @@ def _layer_groups(model) -> list[list[torch.nn.Parameter]]:
     return [embeddings] + [list(layer.parameters()) for layer in layers] + [top]
 
 
-def _stlr(total_steps: int, cut_frac: float, ratio: float) -> Callable[[int], float]:
+def slanted_triangular(total_steps: int, cut_frac: float, ratio: float) -> Callable[[int], float]:
     cut = max(1, math.floor(total_steps * cut_frac))
 
     def factor(step: int) -> float:
@@ -39,7 +39,7 @@ def _stlr(total_steps: int, cut_frac: float, ratio: float) -> Callable[[int], fl
     return factor
 
 
-def _optimizer(groups: list[list[torch.nn.Parameter]], config: BertConfig, total_steps: int):
+def optimizer_and_schedule(groups: list[list[torch.nn.Parameter]], config: BertConfig, total_steps: int):
     """AdamW with a learning rate per layer group (discriminative), and its schedule."""
     depth = len(groups) - 1
     optimizer = torch.optim.AdamW(
@@ -49,7 +49,9 @@ def _optimizer(groups: list[list[torch.nn.Parameter]], config: BertConfig, total
         ],
         weight_decay=WEIGHT_DECAY,
     )
-    schedule = _stlr(total_steps, STLR_CUT_FRAC, STLR_RATIO) if config.slanted_triangular else (lambda step: 1.0)
+    schedule = (
+        slanted_triangular(total_steps, STLR_CUT_FRAC, STLR_RATIO) if config.slanted_triangular else (lambda step: 1.0)
+    )
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 

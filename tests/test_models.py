@@ -12,7 +12,7 @@ from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.devices import resolve_device
 from model.encoding import head_and_tail, head_and_tail_sentences
 from model.explain import explain_sentences, explain_words
-from model.fine_tuning import _stlr
+from model.fine_tuning import slanted_triangular
 from model.metrics import (
     classification_report,
     expected_calibration_error,
@@ -225,7 +225,7 @@ def test_frozen_layers_are_run_once_and_read_as_the_whole_model_reads(pooling, e
 
 
 def test_slanted_triangular_schedule_rises_then_falls():
-    factors = [_stlr(100, cut_frac=0.1, ratio=32)(step) for step in range(101)]
+    factors = [slanted_triangular(100, cut_frac=0.1, ratio=32)(step) for step in range(101)]
     assert factors[0] == pytest.approx(1 / 32)
     assert max(factors) == factors[10] == 1.0
     assert factors[100] == pytest.approx(1 / 32)
