@@ -5,6 +5,7 @@ import ast
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,14 @@ def arrows(source: str, target: str) -> list[str]:
 def test_every_import_of_the_packages_names_a_module_of_theirs():
     unknown = [f"{m} -> {t}" for m, targets in GRAPH.items() for t in targets if t not in MODULES]
     assert not unknown
+
+
+def test_the_installed_packages_are_every_package_of_the_tree():
+    """A package folder left out of pyproject.toml's list imports from a checkout (and an editable
+    install) but is missing from a wheel or a plain ``pip install .``."""
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    folders = {module for module, path in MODULES.items() if path.name == "__init__.py"}
+    assert sorted(listed) == sorted(folders)
 
 
 def test_model_imports_nothing_of_app():
