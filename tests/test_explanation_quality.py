@@ -4,8 +4,17 @@ faithfulness figures are high and stable, and a random "explanation" scores like
 import numpy as np
 import pytest
 
+from model import explain
 from model.config import LimeConfig
-from model.explain import Memoized, explain_sentences, faithfulness, rank_agreement, top_count
+from model.explain import (
+    Memoized,
+    explain_sentences,
+    explain_words,
+    faithfulness,
+    lime_sentences,
+    rank_agreement,
+    top_count,
+)
 from model.quality import LOG_ODDS, PROBABILITY
 from model.sentences import split_sentences
 
@@ -102,3 +111,21 @@ def test_rank_agreement():
     assert rank_agreement([1, 2, 3], [3, 2, 1]) == -1.0
     assert rank_agreement([1.0], [1.0]) is None
     assert rank_agreement([0, 0, 0], [1, 2, 3]) is None
+
+
+@pytest.mark.parametrize("count", [3, 6, 9])  # LIME's own selection: forward up to 6 features, ranked above
+def test_no_feature_selection_fits_as_lime_default_does_when_every_feature_is_asked_for(count, monkeypatch):
+    """``FEATURE_SELECTION`` "none" is a saving only: LIME's default picks every feature too."""
+    review = " ".join([*EVIDENCE, "The music is loud.", "Its hero is dull.", "The end is sweet."][:count])
+    spans = split_sentences(review)
+    scores = Memoized(additive_model).as_target(LOG_ODDS)
+    saved = lime_sentences(review, spans, scores, 256, 7, 25.0)
+    saved_words = explain_words(review, additive_model, 200, 7)
+    monkeypatch.setattr(explain, "FEATURE_SELECTION", "auto")
+    default = lime_sentences(review, spans, scores, 256, 7, 25.0)
+    default_words = explain_words(review, additive_model, 200, 7)
+    assert np.allclose(saved.weights, default.weights, atol=1e-9)
+    assert saved.score == pytest.approx(default.score, abs=1e-9)
+    assert dict(zip(saved_words.words, saved_words.weights)) == pytest.approx(
+        dict(zip(default_words.words, default_words.weights)), abs=1e-9
+    )
