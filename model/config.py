@@ -177,7 +177,7 @@ class RecipeConfig(Seeded):
         "on them, let it label --unlabeled reviews of train/unsup, and train --base-model (the served BERT) "
         "on the labelled reviews plus the teacher's soft labels. auto: the database's own recipe when it has "
         "one; else distill: on CUDA serving a model of the teacher's size, on a CPU the MiniLM sentence model "
-        "with the teacher's lower layers frozen, 2,000 unlabeled reviews, --teacher-cuts 2 and --length-exponent "
+        "with the teacher's lower layers frozen, 2,000 unlabeled reviews, --teacher-cuts 4 and --length-exponent "
         "-0.5 (the settings given keep their value).",
     )
     unlabeled: int = Field(

@@ -134,7 +134,7 @@ def test_recipe_auto_is_made_concrete_before_a_build_stores_it(tmp_path):
     fresh = Settings(data_dir=tmp_path / "fresh", recipe=AUTO)
     on_cpu = concrete_recipe(fresh, None, cpu)
     assert (on_cpu.recipe, on_cpu.base_model, on_cpu.pooling) == (DISTILL, MINILM, SENTENCES)
-    assert (on_cpu.teacher_frozen_layers, on_cpu.teacher_cuts, on_cpu.length_exponent) == (8, 2, -0.5)
+    assert (on_cpu.teacher_frozen_layers, on_cpu.teacher_cuts, on_cpu.length_exponent) == (8, 4, -0.5)
     assert (on_cpu.unlabeled, on_cpu.calibration_folds) == (2000, 0)
     given = concrete_recipe(Settings(data_dir=tmp_path / "fresh", recipe=AUTO, length_exponent=0), None, cpu)
     assert (given.recipe, given.length_exponent) == (DISTILL, 0)

@@ -1,0 +1,213 @@
+"""What the distilled student learns from one teacher's labels: its settings varied, the teacher fixed.
+
+A distill build's teacher and its pseudo-labels are most of its cost; the served student is
+trained on them in minutes on a GPU. This study takes a build's labels once and trains the
+student with other settings, judging each on the build's own sets: evaluation reviews, the
+catalogue, SST-2 and the length table, with the build's offset (``set_prior_offset``).
+
+1. ``export``, where the build is (needs its archive): everything the study reads, from a data
+   directory built up to ``pseudo_label`` (``textflix build`` stopped there, or any later), in one
+   gzipped JSON file:
+
+       python scripts/student_study.py export --data-dir D --imdb ../shared/data/aclImdb_v1.tar.gz \\
+           --sst2 ../shared/data/sst2_dev.tsv --out S.json.gz
+
+2. ``run``, anywhere (the files and a MiniLM checkpoint, no archive nor database): each variant
+   with each study file, a line per run, appended to ``--out`` (runs may go in parallel, each a
+   process of its own):
+
+       python scripts/student_study.py run S42.json.gz S43.json.gz --variants default cuts4 \\
+           [--base-model PATH] [--device cuda] --out results.jsonl
+
+3. ``summary``: a line per variant, each figure's mean ± std over the seeds:
+
+       python scripts/student_study.py summary results.jsonl
+
+A variant names the unlabeled reviews it learns from (``unlabeled``: the first N of the build's
+sample), how many of the teacher-labelled runs of each it keeps (``cuts``: the first K of those the
+build labelled, so build with ``--teacher-cuts`` the largest K), and any BertConfig value. The
+results are in model/README.md, "Short texts from the teacher".
+"""
+
+import argparse
+import gzip
+import json
+import statistics
+import time
+from pathlib import Path
+
+from curve_steps import built_pipeline
+from sqlalchemy import select
+
+from app.db import PseudoLabel, Review, session_scope
+from app.offline.steps.calibration import prior_texts, set_prior_offset
+from app.offline.steps.evaluation import evaluation_reviews
+from app.offline.steps.training import sentence_cuts
+from model.bert import BertClassifier
+from model.config import BertConfig
+from model.data import read_sst2, sample_unlabeled
+from model.devices import resolve_device
+from model.fine_tuning import gold_targets
+from model.lengths import BAND_NAMES, band_accuracies, length_set
+from model.metrics import classification_report
+from model.names import CATALOGUE, IMDB, POSITIVE
+
+# The CPU default (app/offline/pipeline.py, CPU_RECIPE) and the levers tried against it.
+VARIANTS: dict[str, dict] = {
+    "default": {"unlabeled": 2000, "cuts": 2},
+    "cuts4": {"unlabeled": 2000, "cuts": 4},
+    "cuts4-1500": {"unlabeled": 1500, "cuts": 4},
+    "exp-0.75": {"unlabeled": 2000, "cuts": 2, "length_exponent": -0.75},
+    # MiniLM's embeddings and lowest 2 of 6 layers as pretrained: a cheaper student, if it reads as well
+    "frozen2": {"unlabeled": 2000, "cuts": 2, "frozen_layers": 2},
+}
+STUDY_KEYS = ("unlabeled", "cuts")  # a variant's keys that are not BertConfig's
+
+
+def export(data_dir: Path, imdb: str, sst2: Path | None, out: Path) -> None:
+    build = built_pipeline(data_dir, imdb)
+    s = build.settings
+    reviews = sample_unlabeled(build.splits().unlabeled, s.unlabeled, s.seed)
+    cuts = sentence_cuts(reviews, s.teacher_cuts, s.seed)
+    with session_scope(build.engine) as session:
+        p_of = dict(session.execute(select(PseudoLabel.source_key, PseudoLabel.p_positive)).all())
+        catalogue = session.execute(
+            select(Review.text, Review.label).where(Review.split == CATALOGUE, Review.source == IMDB).order_by(Review.id)
+        ).all()
+    missing = [r.key for r in reviews + cuts if r.key not in p_of]
+    if missing:
+        raise SystemExit(f"{data_dir}: {len(missing)} texts have no teacher label; build up to pseudo_label first.")
+    # each unlabeled review with its cuts in the order they were drawn, a cut as where it starts in
+    # its review, its length and its label (the file travels: it has to be small)
+    text_of = {r.key: r.text for r in reviews}
+    runs: dict[str, list] = {r.key: [] for r in reviews}
+    for cut in cuts:
+        review = cut.key.split("#")[0]
+        runs[review].append([text_of[review].index(cut.text), len(cut.text), p_of[cut.key]])
+    prior = prior_texts(build)
+    _, texts, labels = build.training_set
+    _, evaluation = evaluation_reviews(build)
+    study = {
+        "data_dir": str(data_dir),
+        "seed": s.seed,
+        "config": s.group(BertConfig).model_copy(update={"epochs": s.student_epochs}).model_dump(mode="json"),
+        "offset_per": s.offset_per,
+        "train": [texts, labels],
+        "unlabeled": [[r.text, p_of[r.key], runs[r.key]] for r in reviews],
+        # the offset's reviews, as a count where they are the first of the unlabeled ones (the same seeded draw)
+        "prior": len(prior) if prior == [r.text for r in reviews[: len(prior)]] else prior,
+        "eval": list(evaluation),
+        "catalogue": [[r.text for r in catalogue], [r.label for r in catalogue]],
+        "sst2": list(read_sst2(sst2)) if sst2 else None,
+    }
+    with gzip.open(out, "wt", encoding="utf-8", compresslevel=9) as f:
+        json.dump(study, f)
+    print(f"{out}: seed {s.seed}, {len(texts)} training reviews, {len(reviews)} unlabeled with {len(cuts)} runs, "
+          f"{len(evaluation[0])} evaluation, {len(catalogue)} catalogue reviews", flush=True)  # fmt: skip
+
+
+def student_data(study: dict, unlabeled: int, cuts: int) -> tuple[list[str], list[float]]:
+    """The texts a variant's student learns from and their targets: gold labels, then the teacher's."""
+    texts, targets = list(study["train"][0]), gold_targets(study["train"][1])
+    for text, p, runs in study["unlabeled"][:unlabeled]:
+        texts.append(text)
+        targets.append(p)
+        for start, length, run_p in runs[:cuts]:
+            texts.append(text[start : start + length])
+            targets.append(run_p)
+    return texts, targets
+
+
+def train_and_judge(study: dict, variant: dict, base_model: str | None, device) -> dict:
+    """The student of ``variant`` trained on ``study``'s labels, offset as the build's, and its figures."""
+    config = BertConfig.model_validate(
+        {**study["config"], **{k: v for k, v in variant.items() if k not in STUDY_KEYS}}
+        | ({"base_model": base_model} if base_model else {})
+    )
+    texts, targets = student_data(study, variant["unlabeled"], variant["cuts"])
+    started = time.perf_counter()
+    model = BertClassifier.fit(texts, targets, config, device, progress=False)
+    trained = time.perf_counter() - started
+    labels = study["train"][1]
+    prior = study["prior"]
+    prior = [r[0] for r in study["unlabeled"][:prior]] if isinstance(prior, int) else prior
+    set_prior_offset(model, prior, labels.count(POSITIVE) / len(labels), study["offset_per"])
+    result = {"seed": study["seed"], "texts": len(texts), "train_s": round(trained, 1), "offset": model.offset}
+    for name in ("eval", "catalogue", "sst2"):
+        if study[name]:
+            texts_, gold = study[name]
+            report = classification_report(gold, model.predict_proba(texts_)[:, 1].tolist())
+            result[name], result[f"{name}_ece"] = report["accuracy"], report["ece"]
+    cut_texts, cut_labels, bands = length_set(*study["eval"])
+    result["bands"] = band_accuracies(cut_labels, model.predict_proba(cut_texts)[:, 1], bands)
+    result["judge_s"] = round(time.perf_counter() - started - trained, 1)
+    return result
+
+
+def spread(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.3f}"
+    return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def run(paths: list[Path], variants: list[str], base_model: str | None, device_name: str, out: Path | None) -> None:
+    device = resolve_device(device_name)
+    for path in paths:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            study = json.load(f)
+        for name in variants:
+            result = {"variant": name, **VARIANTS[name], **train_and_judge(study, VARIANTS[name], base_model, device)}
+            bands = " / ".join(f"{a:.3f}" for a in result["bands"])
+            print(f"{name}, seed {result['seed']}: eval {result['eval']:.3f}, catalogue {result['catalogue']:.3f}, "
+                  f"SST-2 {result.get('sst2', float('nan')):.3f}, bands {bands}, ECE eval {result['eval_ece']:.3f} / "
+                  f"SST-2 {result.get('sst2_ece', float('nan')):.3f}; {result['texts']} texts trained in "
+                  f"{result['train_s']:.0f} s, judged in {result['judge_s']:.0f} s on {device}", flush=True)  # fmt: skip
+            if out:
+                with open(out, "a") as f:
+                    f.write(json.dumps(result) + "\n")
+
+
+def summary(path: Path) -> None:
+    """A line per variant of a results file: each figure's mean ± std over its seeds."""
+    by_variant: dict[str, list[dict]] = {}
+    for line in path.read_text().splitlines():
+        result = json.loads(line)
+        by_variant.setdefault(result["variant"], []).append(result)
+    for name, results in by_variant.items():
+        figures = ", ".join(
+            f"{key} {spread([r[key] for r in results])}" for key in ("eval", "catalogue", "sst2", "eval_ece", "sst2_ece")
+            if all(key in r for r in results)
+        )  # fmt: skip
+        bands = " / ".join(spread([r["bands"][i] for r in results]) for i in range(len(BAND_NAMES)))
+        seeds = ", ".join(str(r["seed"]) for r in sorted(results, key=lambda r: r["seed"]))
+        train_s = statistics.median(r["train_s"] for r in results)
+        print(f"{name} (seeds {seeds}): {figures}; bands {bands}; training median {train_s:.0f} s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    exporting = commands.add_parser("export", help="A built data directory's labels and sets, in one file.")
+    exporting.add_argument("--data-dir", type=Path, required=True, help="Built up to pseudo_label at least.")
+    exporting.add_argument("--imdb", required=True, help="The IMDB archive the database was built from.")
+    exporting.add_argument("--sst2", type=Path, help="SST-2's dev.tsv, to judge short texts on.")
+    exporting.add_argument("--out", type=Path, required=True, help="The study file to write (.json.gz).")
+    running = commands.add_parser("run", help="Train and judge each variant on each study file.")
+    running.add_argument("studies", type=Path, nargs="+", help="Study files of export, a seed each.")
+    running.add_argument("--variants", nargs="+", default=["default"], choices=list(VARIANTS))
+    running.add_argument("--base-model", help="The student's checkpoint, a path or id (default: the build's).")
+    running.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    running.add_argument("--out", type=Path, help="Append each run's figures to this JSON-lines file.")
+    summing = commands.add_parser("summary", help="Each variant's figures over the seeds of a results file.")
+    summing.add_argument("results", type=Path, help="The JSON-lines file of run --out.")
+    args = parser.parse_args()
+    if args.command == "export":
+        export(args.data_dir, args.imdb, args.sst2, args.out)
+    elif args.command == "run":
+        run(args.studies, args.variants, args.base_model, args.device, args.out)
+    else:
+        summary(args.results)
+
+
+if __name__ == "__main__":
+    main()
