@@ -6,9 +6,12 @@ pass) and prints one line per figure: the median seconds per review, the number 
 texts scored per review, and the speed-up of each batch size
 against the first. ``--against DIR`` also explains the same reviews with the BERT of the
 build in DIR (e.g. one with another ``--pooling``), review by review in turn with this
-build's, and prints its median and the ratio:
+build's, and prints its median and the ratio. ``--feature-selection`` also times every LIME of
+the build (both models' sentences, NB-SVM's words) with LIME's own feature selection ("auto")
+against the build's (``model.explain.FEATURE_SELECTION``), review by review in turn:
 
-    python scripts/bench_lime.py [--data-dir data] [--reviews 40] [--max-tokens 8192 2048 1024] [--against DIR]
+    python scripts/bench_lime.py [--data-dir data] [--reviews 40] [--max-tokens 8192 2048 1024] [--against DIR] \\
+        [--feature-selection]
 """
 
 import argparse
@@ -21,10 +24,11 @@ from sqlalchemy.orm import selectinload
 
 from app.db import Review, make_engine, session_scope
 from app.settings import Settings
-from model.config import LimeConfig
+from model import explain
+from model.config import LimeConfig, WordLimeConfig
 from model.devices import resolve_device
-from model.explain import explain_sentences
-from model.names import BERT, CATALOGUE
+from model.explain import explain_sentences, explain_words
+from model.names import BERT, CATALOGUE, NBSVM
 from model.trained import load_trained
 
 
@@ -34,12 +38,41 @@ def seconds(explain) -> float:
     return time.perf_counter() - started
 
 
+def with_selection(selection: str, work) -> float:
+    """Seconds of ``work`` with LIME's feature selection ``selection``."""
+    kept, explain.FEATURE_SELECTION = explain.FEATURE_SELECTION, selection
+    try:
+        return seconds(work)
+    finally:
+        explain.FEATURE_SELECTION = kept
+
+
+def compare_feature_selection(reviews, settings: Settings, device) -> None:
+    """Each LIME of the build timed with the build's feature selection and with LIME's "auto", in turn."""
+    config, words = settings.group(LimeConfig), settings.group(WordLimeConfig)
+    models = {name: load_trained(name, settings.models_dir, device) for name in (BERT, NBSVM)}
+    tasks = {f"{name} sentences": lambda r, m=model: explain_sentences(r.text, r.sentences, m.predict_proba, config)
+             for name, model in models.items()}  # fmt: skip
+    tasks[f"{NBSVM} words"] = lambda r: explain_words(
+        r.text, models[NBSVM].predict_proba, words.word_lime_samples, words.seed, config.lime_target
+    )
+    for task, work in tasks.items():
+        ours, auto = [], []
+        for review in reviews:
+            ours.append(with_selection(explain.FEATURE_SELECTION, lambda: work(review)))
+            auto.append(with_selection("auto", lambda: work(review)))
+        print(f"{task} LIME: median {statistics.median(ours):.3f} s per review with feature selection "
+              f"{explain.FEATURE_SELECTION!r}, {statistics.median(auto):.3f} s with 'auto': "
+              f"{statistics.median(auto) / statistics.median(ours):.2f}x")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--reviews", type=int, default=40)
     parser.add_argument("--max-tokens", type=int, nargs="+", default=[8192, 2048, 1024])
     parser.add_argument("--against", type=Path, help="Data directory of another build whose BERT to time beside.")
+    parser.add_argument("--feature-selection", action="store_true", help="Also time LIME's own feature selection.")
     args = parser.parse_args()
     settings = Settings(data_dir=args.data_dir)
     config = settings.group(LimeConfig)
@@ -85,6 +118,8 @@ def main() -> None:
     first = args.max_tokens[0]
     for max_tokens in args.max_tokens[1:]:
         print(f"speed-up of {max_tokens} over {first} tokens per batch: {medians[first] / medians[max_tokens]:.2f}x")
+    if args.feature_selection:
+        compare_feature_selection(reviews, settings, device)
 
 
 if __name__ == "__main__":
