@@ -32,9 +32,9 @@ from model.names import BERT, CATALOGUE, NBSVM
 from model.trained import load_trained
 
 
-def seconds(explain) -> float:
+def seconds(work) -> float:
     started = time.perf_counter()
-    explain()
+    work()
     return time.perf_counter() - started
 
 

@@ -26,7 +26,7 @@ catalogue, SST-2 and the length table, with the build's offset (``set_prior_offs
 A variant names the unlabeled reviews it learns from (``unlabeled``: the first N of the build's
 sample), how many of the teacher-labelled runs of each it keeps (``cuts``: the first K of those the
 build labelled, so build with ``--teacher-cuts`` the largest K), and any BertConfig value. The
-results are in model/README.md, "Short texts from the teacher".
+results are in model/README.md, "What the student learns from the same labels".
 """
 
 import argparse
@@ -36,6 +36,7 @@ import statistics
 import time
 from pathlib import Path
 
+from ablation import spread
 from curve_steps import built_pipeline
 from sqlalchemy import select
 
@@ -143,12 +144,6 @@ def train_and_judge(study: dict, variant: dict, base_model: str | None, device) 
     result["bands"] = band_accuracies(cut_labels, model.predict_proba(cut_texts)[:, 1], bands)
     result["judge_s"] = round(time.perf_counter() - started - trained, 1)
     return result
-
-
-def spread(values: list[float]) -> str:
-    if len(values) < 2:
-        return f"{values[0]:.3f}"
-    return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
 def run(paths: list[Path], variants: list[str], base_model: str | None, device_name: str, out: Path | None) -> None:
