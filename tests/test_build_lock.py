@@ -29,7 +29,12 @@ from tests.test_pipeline import SMALL, count
 
 pytestmark = pytest.mark.slow  # each test runs real builds
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+def environment() -> dict[str, str]:
+    """The builds' environment, read when a build starts: at import, conftest's isolated_settings
+    (TEXTFLIX_RECIPE=plain) is not in place yet, and a build of the CPU default reaches its MPNet
+    teacher, which CI does not install, within a second."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def command(name: str, archive: Path, data_dir: Path, *extra: str) -> list[str]:
@@ -40,7 +45,7 @@ def command(name: str, archive: Path, data_dir: Path, *extra: str) -> list[str]:
 def build_in_steps(arguments: list[str], log: Path) -> Iterator[subprocess.Popen]:
     """A build process, yielded once it logs its first step (it holds its locks by then); killed at the end."""
     with open(log, "w") as stderr:
-        process = subprocess.Popen(arguments, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=stderr)
+        process = subprocess.Popen(arguments, cwd=ROOT, env=environment(), stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         deadline = time.monotonic() + 300
         while "Step " not in log.read_text():
@@ -53,9 +58,15 @@ def build_in_steps(arguments: list[str], log: Path) -> Iterator[subprocess.Popen
         process.wait()
 
 
+def freeze(build: subprocess.Popen) -> None:
+    """Stop ``build`` where it is; it must still be running its steps (and so hold its locks)."""
+    build.send_signal(signal.SIGSTOP)
+    assert build.poll() is None, f"the build had ended (exit {build.returncode}) before it was stopped"
+
+
 def refused(arguments: list[str]) -> str:
     """Run a build that must stop at once; returns its one line on stderr."""
-    result = subprocess.run(arguments, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(arguments, cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     return result.stderr.strip().splitlines()[-1]
@@ -77,7 +88,7 @@ def test_a_second_build_on_the_same_data_directory_stops_at_once(tmp_path, real_
     data_dir = tmp_path / "data"
     build = command("build", real_subset_archive, data_dir)
     with build_in_steps(build, tmp_path / "first.log") as first:
-        first.send_signal(signal.SIGSTOP)  # holds its locks, writes nothing more
+        freeze(first)  # holds its locks, writes nothing more
         before = files(data_dir)
 
         same_database = another_build(first.pid, f"the database {(data_dir / 'textflix.db').resolve()}")
@@ -137,8 +148,8 @@ def test_about_says_which_step_of_a_build_failed(tmp_path, real_subset_archive):
     data_dir = tmp_path / "data"
     (data_dir / "models").mkdir(parents=True)
     (data_dir / "models" / "nbsvm").write_text("a file where the NB-SVM model's folder goes")
-    result = subprocess.run(command("build", real_subset_archive, data_dir), cwd=ROOT, env=ENV, capture_output=True,
-                            text=True, timeout=300)  # fmt: skip
+    build = command("build", real_subset_archive, data_dir)
+    result = subprocess.run(build, cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stderr
     assert progress(data_dir / "textflix.db")["failed"] == "NotADirectoryError"  # its kind: the message names paths
     with TestClient(create_app(Settings(data_dir=data_dir, device="cpu"))) as client:
@@ -154,7 +165,7 @@ def test_a_second_build_on_the_same_postgresql_database_stops_at_once(tmp_path, 
     first_build = command("build", real_subset_archive, tmp_path / "first", "--database", url)
     second = command("build", real_subset_archive, second_dir, "--database", url)
     with build_in_steps(first_build, tmp_path / "first.log") as first:
-        first.send_signal(signal.SIGSTOP)
+        freeze(first)
         assert refused(second) == another_build(first.pid, f"the database {display_url(url)}")
         assert not second_dir.exists()
         with engine.connect() as connection:
