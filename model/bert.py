@@ -13,7 +13,7 @@ targets (``model.fine_tuning``), the device and number formats (``model.devices`
 
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import ClassVar
@@ -110,6 +110,19 @@ def pad_states(states: list[torch.Tensor]) -> dict[str, torch.Tensor]:
     return {"inputs_embeds": torch.nn.utils.rnn.pad_sequence(states, batch_first=True), "attention_mask": mask.to(states[0].device)}
 
 
+def shuffle_units(keys: Iterable[Hashable]) -> list[list[int]]:
+    """The indices of ``keys`` grouped by key, in order of first appearance: what training shuffles."""
+    units: dict[Hashable, list[int]] = {}
+    for index, key in enumerate(keys):
+        units.setdefault(key, []).append(index)
+    return list(units.values())
+
+
+def epoch_order(units: list[list[int]], generator: torch.Generator) -> list[int]:
+    """The text indices of ``units`` in the order of one epoch: the units shuffled, each kept whole."""
+    return [text for unit in torch.randperm(len(units), generator=generator).tolist() for text in units[unit]]
+
+
 class BertClassifier:
     """A fine-tuned sequence classifier with batched, length-sorted inference."""
 
@@ -190,12 +203,18 @@ class BertClassifier:
         device: torch.device,
         progress: bool = True,
         desc: str = "Fine-tune BERT",
+        together: Sequence[Hashable] | None = None,
     ) -> "BertClassifier":
         """Fine-tune ``config.base_model`` towards target probabilities of "positive": 1 or 0
-        for gold labels, a teacher's probability for the texts it labelled."""
+        for gold labels, a teacher's probability for the texts it labelled.
+
+        ``together``, a key per text: texts of the same key (a review and the runs of sentences cut
+        from it) are shuffled as one and so mostly share their batches, where a sentence model reads
+        each of their common sentences once. Without it, every text is shuffled alone."""
         classifier = cls.pretrained(config, device)
         model = classifier.model
         ids, members = classifier.read_units(texts)
+        shuffled = shuffle_units(together if together is not None else range(len(texts)))
         p = torch.tensor(p_positive, dtype=torch.float32)
         targets = torch.stack([1 - p, p], dim=1)  # columns in LABELS order
 
@@ -208,13 +227,15 @@ class BertClassifier:
         model.train()
         bar = tqdm(total=total, desc=desc, unit="step", disable=not progress)
         with frozen.top_only() if frozen else nullcontext():
-            classifier._train_epochs(ids, members, states, targets, groups, optimizer, scheduler, bar)
+            classifier._train_epochs(ids, members, shuffled, states, targets, groups, optimizer, scheduler, bar)
         bar.close()
         model.eval()
         return classifier
 
-    def _train_epochs(self, ids, members, states, targets, groups, optimizer, scheduler, bar) -> None:
-        """``config.epochs`` passes over the texts made of ``members`` of ``ids`` (or of their frozen ``states``)."""
+    def _train_epochs(self, ids, members, shuffled, states, targets, groups, optimizer, scheduler, bar) -> None:
+        """``config.epochs`` passes over the texts made of ``members`` of ``ids`` (or of their frozen
+        ``states``), in batches of ``config.batch_size`` texts taken in a random order of the
+        ``shuffled`` units (lists of text indices)."""
         config, model, device = self.config, self.model, self.device
         scaler = torch.amp.GradScaler(enabled=device.type == "cuda")
         generator = torch.Generator().manual_seed(config.seed)
@@ -226,7 +247,7 @@ class BertClassifier:
                 for i, group in enumerate(groups):
                     for p in group:
                         p.requires_grad = i >= len(groups) - trainable
-            order = torch.randperm(len(members), generator=generator).tolist()
+            order = epoch_order(shuffled, generator)
             for start in range(0, len(order), config.batch_size):
                 batch = order[start : start + config.batch_size]
                 logits = self.text_logits(ids, [members[i] for i in batch], budget, states)

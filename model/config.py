@@ -30,9 +30,13 @@ SENTENCE_WINDOWS = 2
 # checked as one of them: 2 cleans the review texts (model.data.TEXT_CLEANUP) and picks catalogue titles
 # that have a name.
 DATA_VERSION = 2
+# RecipeConfig.student_batches: a review and its runs shuffled as one, or every text alone.
+TOGETHER, MIXED = "together", "mixed"
 # What a build setting was in run records and model folders written before the setting
 # existed, where its default now is another.
-PREDATING_VALUES = {"pooling": CLS, "prior_reviews": 0, "offset_per": "text", "data_version": 1}
+PREDATING_VALUES = {
+    "pooling": CLS, "prior_reviews": 0, "offset_per": "text", "data_version": 1, "student_batches": MIXED,
+}  # fmt: skip
 # CalibrationConfig.offset_per: BERT's offset added once per sentence it reads, or once per text.
 PER_SENTENCE, PER_TEXT = "sentence", "text"
 
@@ -188,6 +192,11 @@ class RecipeConfig(Seeded):
         0, ge=0, description="Runs of 1–3 sentences cut from each --unlabeled review, at random places, that the "
         "teacher labels too, each read alone: what the student learns of a short text is the teacher's reading "
         "of it rather than the whole review's; 0: whole reviews only."
+    )  # fmt: skip
+    student_batches: Literal["together", "mixed"] = Field(
+        TOGETHER, description="together: each unlabeled review and its --teacher-cuts runs are shuffled as one, "
+        "so a batch mostly holds them all and a sentence model reads their shared sentences once (the served "
+        "model's training about a third less work); mixed: every text is shuffled alone."
     )  # fmt: skip
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import model.devices
-from model.bert import BertClassifier, FrozenBottom
+from model.bert import BertClassifier, FrozenBottom, epoch_order, shuffle_units
 from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.devices import resolve_device
 from model.encoding import head_and_tail, head_and_tail_sentences
@@ -181,6 +181,21 @@ def test_a_length_exponent_scales_a_texts_summed_sentences_and_their_offset_alik
     explanation = explain_sentences(review, split_sentences(review), classifier.predict_proba, LimeConfig(lime_samples=64, seed=0))
     assert np.corrcoef(explanation.weights, alone)[0, 1] > 0.95
     assert explanation.score > 0.9
+
+
+def test_a_review_and_its_runs_are_shuffled_as_one_and_texts_alone_as_before():
+    keys = ["a", 0, "b", "a", "a", 1, "b"]  # the build's: a review's key on its runs, a number on a labelled review
+    units = shuffle_units(keys)
+    assert units == [[0, 3, 4], [1], [2, 6], [5]]
+    generator = torch.Generator().manual_seed(7)
+    orders = [epoch_order(units, generator) for _ in range(20)]
+    for order in orders:
+        assert sorted(order) == list(range(len(keys)))
+        assert all(order[order.index(unit[0]) : order.index(unit[0]) + len(unit)] == unit for unit in units)
+    assert len({tuple(order) for order in orders}) > 1  # shuffled anew each epoch
+    alone = shuffle_units(range(9))  # no keys: the order of training before keys existed
+    before = torch.randperm(9, generator=torch.Generator().manual_seed(3)).tolist()
+    assert epoch_order(alone, torch.Generator().manual_seed(3)) == before
 
 
 @pytest.mark.parametrize("pooling, encoder", [("cls", "bert"), ("sentences", "encoder")])

@@ -18,6 +18,7 @@ from model.config import (
     CLS,
     DISTILL,
     SENTENCES,
+    TOGETHER,
     BertConfig,
     ConfigGroup,
     RecipeConfig,
@@ -187,8 +188,11 @@ class TrainStudent(Train):
     def fit(self, build: Pipeline, config: BertConfig, texts: list[str], labels: list[str], progress: bool) -> Classifier:
         soft = self.pseudo_labels(build)
         targets = gold_targets(labels) + [r.p_positive for r in soft]
+        together = None
+        if build.settings.student_batches == TOGETHER:  # a run's key is its review's and "#start-stop"
+            together = [*range(len(texts)), *(r.source_key.split("#")[0] for r in soft)]
         return BertClassifier.fit(
-            texts + [r.text for r in soft], targets, config, build.device, progress, desc="Distil into BERT"
+            texts + [r.text for r in soft], targets, config, build.device, progress, "Distil into BERT", together
         )
 
     def facts(self, build: Pipeline, config: BertConfig) -> dict:
@@ -199,7 +203,8 @@ class TrainStudent(Train):
     @staticmethod
     def pseudo_labels(build: Pipeline) -> list:
         with session_scope(build.engine) as session:
-            return session.execute(select(PseudoLabel.text, PseudoLabel.p_positive).order_by(PseudoLabel.source_key)).all()
+            rows = select(PseudoLabel.source_key, PseudoLabel.text, PseudoLabel.p_positive).order_by(PseudoLabel.source_key)
+            return session.execute(rows).all()
 
 
 def pretrained(build: Pipeline, config: Seeded) -> tuple[Seeded, dict]:
