@@ -29,7 +29,7 @@ from model.devices import autocast, int8_linears
 from model.encoding import Encoder, head_and_tail_sentences
 from model.fine_tuning import gold_targets, layer_groups, optimizer_and_schedule, seed_everything
 from model.names import BERT, DISPLAY_NAMES, LABELS
-from model.sentences import split_sentences
+from model.sentences import Sentences, split_sentences
 
 # before transformers is imported, here and through model.pooling
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -163,7 +163,8 @@ class BertClassifier:
         # in probability), so such a model scores texts singly, and in float32, the only input
         # type of the quantized layers (no bfloat16 autocast).
         self.int8 = int8
-        self.per_sentence = config.pooling == SENTENCES
+        # A sentence model: it reads a text's sentences, and takes a text given as ``Sentences``.
+        self.reads_sentences = config.pooling == SENTENCES
 
     @classmethod
     def pretrained(cls, config: BertConfig, device: torch.device) -> "BertClassifier":
@@ -240,7 +241,7 @@ class BertClassifier:
         scaler = torch.amp.GradScaler(enabled=device.type == "cuda")
         generator = torch.Generator().manual_seed(config.seed)
         # A whole-text model reads its batch in one pass; a sentence model its sentences in packed passes.
-        budget = self.max_tokens if self.per_sentence else None
+        budget = self.max_tokens if self.reads_sentences else None
         for epoch in range(config.epochs):
             if config.gradual_unfreezing:
                 trainable = min(epoch + 1, len(groups))  # the top groups, one more each epoch
@@ -284,7 +285,7 @@ class BertClassifier:
         model, or with ``offset_per`` "text"."""
         ids, members = self.read_units(texts)
         scores = self.text_logits(ids, members, 1 if self.int8 else max_tokens or self.max_tokens)
-        if self.per_sentence and self.offset_per == PER_SENTENCE:
+        if self.reads_sentences and self.offset_per == PER_SENTENCE:
             # each sentence's bias is scaled with its score (``length_scale``)
             counts = np.array([len(own) for own in members], dtype=float)
             units = counts * self.length_scale(counts)
@@ -294,17 +295,17 @@ class BertClassifier:
 
     def read_units(self, texts: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
         """The token ids of what the model reads of ``texts``, each distinct one once, and for each
-        text the indices of its own: the text whole, or with ``sentences`` pooling its sentences,
-        at most ``SENTENCE_WINDOWS`` windows' worth (``head_and_tail_sentences``), so that a text
+        text the indices of its own: the text whole, or with ``sentences`` pooling its sentences
+        (as split here, or as given by a ``Sentences``), at most ``SENTENCE_WINDOWS`` windows' worth (``head_and_tail_sentences``), so that a text
         costs at most that many times what a whole-text model pays for it."""
-        if self.per_sentence:
-            units = [[s.text for s in split_sentences(text)] for text in texts]
+        if self.reads_sentences:
+            units = [list(t) if isinstance(t, Sentences) else [s.text for s in split_sentences(t)] for t in texts]
         else:
             units = [[text] for text in texts]
         index = {unit: i for i, unit in enumerate(dict.fromkeys(u for own in units for u in own))}
         ids = self.encoder.ids(list(index))
         members = [[index[u] for u in own] for own in units]
-        if self.per_sentence:
+        if self.reads_sentences:
             budget = SENTENCE_WINDOWS * self.config.max_length
             members = [[own[i] for i in head_and_tail_sentences([len(ids[j]) for j in own], budget)] for own in members]
         return ids, members
@@ -318,7 +319,7 @@ class BertClassifier:
         (``FrozenBottom``), the model reads each unit's frozen states instead of its ids."""
         wanted = list(dict.fromkeys(i for own in members for i in own))
         local = {unit: i for i, unit in enumerate(wanted)}
-        scores = torch.empty((len(wanted), 1 if self.per_sentence else len(LABELS)), device=self.device)
+        scores = torch.empty((len(wanted), 1 if self.reads_sentences else len(LABELS)), device=self.device)
         for batch in self._batches([ids[i] for i in wanted], max_tokens):
             if states is None:
                 inputs = self.encoder.pad([ids[wanted[i]] for i in batch], self.device)
@@ -326,7 +327,7 @@ class BertClassifier:
                 inputs = pad_states([states[wanted[i]] for i in batch])
             with nullcontext() if self.int8 else autocast(self.device):
                 scores[batch] = self.model(**inputs).logits.float()
-        if not self.per_sentence:
+        if not self.reads_sentences:
             return scores[[local[own[0]] for own in members]]
         owner = torch.tensor([t for t, own in enumerate(members) for _ in own], dtype=torch.long, device=self.device)
         rows = torch.tensor([local[i] for own in members for i in own], dtype=torch.long, device=self.device)

@@ -3,7 +3,8 @@
 Weights are signed toward "positive", in the space ``LimeConfig.lime_target`` names
 (the log-odds of "positive" by default: there, removing a sentence from a review the
 model is 99 % sure of still shows). Removed sentences are dropped from the perturbed
-text, not replaced by a placeholder. Each sentence explanation comes with its
+text, not replaced by a placeholder; a model that reads sentences is handed the sentences
+kept (``Perturbations``) rather than a text to split again. Each sentence explanation comes with its
 ``model.quality.Quality``: LIME's fit, stability across two seeds, and ERASER
 faithfulness against random sentences.
 
@@ -27,7 +28,7 @@ from scipy.stats import spearmanr
 from model.config import LimeConfig
 from model.names import LABELS, POSITIVE
 from model.quality import LOG_ODDS, Quality
-from model.sentences import Span
+from model.sentences import Sentences, Span
 
 ProbaFn = Callable[[list[str]], np.ndarray]
 # With few samples LIME's ridge regression is often ill-conditioned; its fit is still usable.
@@ -39,6 +40,9 @@ TOP_FRACTION = 0.2  # the larger k of the faithfulness figures: 20 % of the sent
 # selection up to 6 features, else a ridge fit to rank them) picks at the cost of one more ridge fit
 # per feature and step, or of one more fit; with none, the one fit on all features is the same.
 FEATURE_SELECTION = "none"
+# What stands for a removed sentence in LIME's texts: a character no review text holds (control
+# characters are dropped at ingest), so that each says which sentences it keeps (``Perturbations``).
+REMOVED = "\x00"
 # The faithfulness checks' texts are made and scored this many characters at a time: with one
 # sentence removed each, a text of n sentences makes n texts nearly as long as itself.
 CHUNK_CHARS = 1_000_000
@@ -94,41 +98,90 @@ class SentenceExplanation(Explanation):
     quality: Quality | None = None
 
 
+class Perturbations:
+    """The texts LIME makes of ``text`` by removing some of its ``sentences``, and what a model reads
+    of one: the text, or the sentences it keeps for a model that ``reads_sentences`` (not split again:
+    a sixth of the work of explaining such a model was splitting them, scripts/README.md).
+
+    LIME marks each removed sentence with ``REMOVED`` (its mask string), so a text says which
+    sentences it keeps; a text that holds that character already has them removed outright, and
+    every model reads it whole."""
+
+    def __init__(self, text: str, sentences: Sequence[Span], reads_sentences: bool):
+        marked = REMOVED not in text
+        self.count = len(sentences)
+        self.mask = REMOVED if marked else ""
+        self.split = lambda _: [s.text for s in sentences]  # LIME's split_expression
+        self.indexed = IndexedString(text, split_expression=self.split, bow=False, mask_string=self.mask)
+        self.reads_sentences = reads_sentences and marked
+        # each piece of the text LIME cuts it into (sentences and what lies between them), with
+        # the sentence's index where it is one
+        sentence_at = {int(position): i for i, position in enumerate(self.indexed.positions)}
+        self.pieces = [(piece, sentence_at.get(at)) for at, piece in enumerate(self.indexed.as_list)]
+
+    def scorer(self, predict_proba: ProbaFn) -> ProbaFn:
+        """``predict_proba`` of what the model reads of each of LIME's texts."""
+        return lambda texts: predict_proba([self.model_input(t) for t in texts])
+
+    def model_input(self, perturbed: str) -> str | Sentences:
+        if self.reads_sentences:
+            return Sentences(self.kept(perturbed))
+        return perturbed.replace(REMOVED, "") if self.mask else perturbed
+
+    def kept(self, perturbed: str) -> list[str]:
+        """The sentences a text of LIME's keeps, in order."""
+        kept, at = [], 0
+        for piece, sentence in self.pieces:
+            if sentence is not None and perturbed.startswith(REMOVED, at):
+                at += len(REMOVED)
+                continue
+            if sentence is not None:
+                kept.append(piece)
+            at += len(piece)
+        return kept
+
+    def removing(self, removed: Iterable[int]) -> str:
+        """The text LIME makes with the sentences ``removed`` (indices) taken out."""
+        return self.indexed.inverse_removing(list(removed))
+
+
 def lime_sentences(
-    text: str, sentences: Sequence[Span], scores: ProbaFn, samples: int, seed: int, kernel_width: float
+    perturbations: Perturbations, scores: ProbaFn, samples: int, seed: int, kernel_width: float
 ) -> Explanation:
     """One sentence-level LIME run: a weight per sentence, in order."""
     explainer = LimeTextExplainer(
         kernel_width=kernel_width,
         class_names=list(LABELS),
-        split_expression=lambda _: [s.text for s in sentences],
+        split_expression=perturbations.split,
         bow=False,
-        mask_string="",
+        mask_string=perturbations.mask,
         random_state=seed,
         feature_selection=FEATURE_SELECTION,
     )
     result = explainer.explain_instance(
-        text, scores, labels=(TARGET,), num_features=len(sentences), num_samples=samples
+        perturbations.indexed.raw, scores, labels=(TARGET,), num_features=perturbations.count, num_samples=samples
     )
     weights = dict(result.as_map()[TARGET])
     return Explanation(
-        weights=[float(weights.get(i, 0.0)) for i in range(len(sentences))],
+        weights=[float(weights.get(i, 0.0)) for i in range(perturbations.count)],
         intercept=float(result.intercept[TARGET]),
         score=float(result.score),
     )
 
 
 def explain_sentences(
-    text: str, sentences: Sequence[Span], predict_proba: ProbaFn, config: LimeConfig
+    text: str, sentences: Sequence[Span], predict_proba: ProbaFn, config: LimeConfig, reads_sentences: bool = False
 ) -> SentenceExplanation:
     """Sentence-level LIME of ``text`` with its ``Quality``: two runs (seeds ``seed`` and
-    ``seed + 1``) and the faithfulness checks, every distinct text scored once."""
-    memo = Memoized(predict_proba)
+    ``seed + 1``) and the faithfulness checks, every distinct text scored once. ``reads_sentences``:
+    ``predict_proba`` is a sentence model's, handed the sentences each text keeps."""
+    perturbations = Perturbations(text, sentences, reads_sentences)
+    memo = Memoized(perturbations.scorer(predict_proba))
     scores = memo.as_target(config.lime_target)
     width = config.lime_kernel_width
-    first = lime_sentences(text, sentences, scores, config.lime_samples, config.seed, width)
-    second = lime_sentences(text, sentences, scores, config.lime_samples, config.seed + 1, width)
-    quality = faithfulness(text, sentences, first.weights, memo, config.faithfulness_draws, config.seed)
+    first = lime_sentences(perturbations, scores, config.lime_samples, config.seed, width)
+    second = lime_sentences(perturbations, scores, config.lime_samples, config.seed + 1, width)
+    quality = faithfulness(perturbations, first.weights, memo, config.faithfulness_draws, config.seed)
     quality.target = config.lime_target
     quality.stability = rank_agreement(first.weights, second.weights)
     return SentenceExplanation(first.weights, first.intercept, first.score, quality=quality)
@@ -187,25 +240,25 @@ def top_count(sentences: int) -> int:
 
 
 def faithfulness(
-    text: str, sentences: Sequence[Span], weights: Sequence[float], score: Callable, draws: int, seed: int
+    perturbations: Perturbations, weights: Sequence[float], score: Callable, draws: int, seed: int
 ) -> Quality:
     """ERASER comprehensiveness and sufficiency of the top sentences by ``weights``, against random ones.
 
     ``score`` gives P("positive") of texts (a ``Memoized``); perturbed texts are built
     exactly as LIME builds them, so the scores LIME already has are reused.
     """
-    n = len(sentences)
+    n = len(weights)
     quality = Quality(target="")
     if n < 2:
         return quality
-    indexed = IndexedString(text, split_expression=lambda _: [s.text for s in sentences], bow=False, mask_string="")
+    text = perturbations.indexed.raw
     everything = np.arange(n)
 
     def without(chosen) -> str:
-        return indexed.inverse_removing(list(chosen))
+        return perturbations.removing(chosen)
 
     def only(chosen) -> str:
-        return indexed.inverse_removing(np.setdiff1d(everything, chosen))
+        return perturbations.removing(np.setdiff1d(everything, chosen))
 
     k = top_count(n)
     rng = np.random.default_rng(seed)

@@ -120,6 +120,7 @@ class NbsvmClassifier:
     key: ClassVar[str] = NBSVM
     config_type: ClassVar[type[NbsvmConfig]] = NbsvmConfig
     fast_to_train: ClassVar[bool] = True  # see model.trained.Classifier
+    reads_sentences: ClassVar[bool] = False  # see model.trained.Classifier
 
     def __init__(self, pipeline: Pipeline, config: NbsvmConfig):
         self.pipeline = pipeline

@@ -22,6 +22,9 @@ class Classifier(Protocol):
     key: ClassVar[str]  # one of model.names.MODELS
     config_type: ClassVar[type[Seeded]]
     fast_to_train: ClassVar[bool]  # cheap enough to train at every size of the learning curve
+    # Whether it reads a text as its sentences; such a model's predict_proba also takes a text given as
+    # model.sentences.Sentences.
+    reads_sentences: bool
 
     @classmethod
     def train(

@@ -21,7 +21,7 @@ import torch
 
 from model.bert import BertClassifier
 from model.config import LimeConfig
-from model.explain import Memoized, lime_sentences, rank_agreement
+from model.explain import Memoized, Perturbations, lime_sentences, rank_agreement
 from model.sentences import split_sentences
 
 SHORT = "A wonderful, moving film. The acting was superb and the ending made me cry all the way home."
@@ -80,8 +80,9 @@ def main(argv: list[str] | None = None) -> None:
         weights = {}
         for name, model in models.items():
             started = time.perf_counter()
-            scores = Memoized(model.predict_proba).as_target(lime.lime_target)
-            result = lime_sentences(text, spans, scores, lime.lime_samples, lime.seed, lime.lime_kernel_width)
+            perturbations = Perturbations(text, spans, model.reads_sentences)
+            scores = Memoized(perturbations.scorer(model.predict_proba)).as_target(lime.lime_target)
+            result = lime_sentences(perturbations, scores, lime.lime_samples, lime.seed, lime.lime_kernel_width)
             seconds[name] += time.perf_counter() - started
             weights[name] = result.weights
             fit[name].append(result.score)

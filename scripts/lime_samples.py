@@ -37,7 +37,7 @@ from app.db import Review, make_engine, session_scope
 from app.settings import Settings
 from model.config import LimeConfig
 from model.devices import resolve_device
-from model.explain import Memoized, explain_sentences, lime_sentences, rank_agreement
+from model.explain import Memoized, Perturbations, explain_sentences, lime_sentences, rank_agreement
 from model.quality import is_empty
 from model.names import CATALOGUE, DISPLAY_NAMES, MODELS
 from model.trained import load_trained
@@ -100,7 +100,8 @@ def main() -> None:
                     if args.reference:
                         reference = [
                             lime_sentences(
-                                review.text, review.sentences, memos[review.id].as_target(target), args.reference,
+                                (perturbed := Perturbations(review.text, review.sentences, reads_sentences=False)),
+                                perturbed.scorer(memos[review.id].as_target(target)), args.reference,
                                 settings.seed + REFERENCE_SEED, width,
                             ).weights
                             for review in tqdm(reviews, desc=f"{DISPLAY_NAMES[name]}, reference runs", leave=False)
@@ -128,7 +129,7 @@ def plain_lime_speed(name: str, model, reviews: list[Review], settings: Settings
         ).explain_instance(review.text, one_at_a_time, num_features=len(review.sentences), num_samples=PLAIN_SAMPLES)
         plain += time.perf_counter() - started
         started = time.perf_counter()
-        explain_sentences(review.text, review.sentences, model.predict_proba, config)
+        explain_sentences(review.text, review.sentences, model.predict_proba, config, model.reads_sentences)
         ours += time.perf_counter() - started
     return (
         f"{DISPLAY_NAMES[name]}, {len(reviews)} reviews: plain lime ({PLAIN_SAMPLES:,} samples, one text per call) "

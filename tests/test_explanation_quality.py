@@ -7,7 +7,9 @@ import pytest
 from model import explain
 from model.config import LimeConfig
 from model.explain import (
+    REMOVED,
     Memoized,
+    Perturbations,
     explain_sentences,
     explain_words,
     faithfulness,
@@ -88,9 +90,10 @@ def test_a_model_that_reads_one_sentence(sentences):
 
 
 def test_a_random_explanation_scores_like_random_sentences(sentences):
-    score = Memoized(additive_model)
+    perturbations = Perturbations(REVIEW, sentences, reads_sentences=False)
+    score = Memoized(perturbations.scorer(additive_model))
     rng = np.random.default_rng(0)
-    figures = [faithfulness(REVIEW, sentences, rng.normal(size=6), score, draws=10, seed=i) for i in range(300)]
+    figures = [faithfulness(perturbations, rng.normal(size=6), score, draws=10, seed=i) for i in range(300)]
     random_top = np.mean([q.comprehensiveness for q in figures])
     baseline = figures[0].random_comprehensiveness  # exact: the mean over every single sentence
     assert random_top == pytest.approx(baseline, rel=0.15)
@@ -106,6 +109,30 @@ def test_one_sentence_has_no_figures_to_compare():
     assert quality.comprehensiveness is None and quality.stability is None
 
 
+def test_a_model_that_reads_sentences_is_handed_those_each_text_keeps(sentences):
+    """The additive model reads a text's sentences, split or given: handed the kept sentences instead
+    of texts to split, it explains to the same weights and figures, and it is never shown a mark."""
+    shown = []
+
+    def reading(texts):
+        shown.extend(texts)
+        return additive_model(texts)
+
+    config = LimeConfig(lime_samples=64, seed=3)
+    from_texts = explain_sentences(REVIEW, sentences, additive_model, config)
+    from_sentences = explain_sentences(REVIEW, sentences, reading, config, reads_sentences=True)
+    assert from_sentences.weights == from_texts.weights and from_sentences.score == from_texts.score
+    assert from_sentences.quality.as_dict() == from_texts.quality.as_dict()
+    assert all(isinstance(t, tuple) and set(t) <= set(EVIDENCE) for t in shown)
+    assert tuple(EVIDENCE) in shown and () in shown  # the whole review, and every sentence removed
+    marked = Perturbations(REVIEW, sentences, reads_sentences=True)
+    assert marked.kept(marked.removing([0, 4])) == [s.text for i, s in enumerate(sentences) if i not in (0, 4)]
+    # a text that holds the mark already: LIME removes sentences outright, and the model reads texts
+    text = f"The score{REMOVED} soars. The ending drags."
+    plain = Perturbations(text, split_sentences(text), reads_sentences=True)
+    assert plain.model_input(plain.removing([1])) == f"The score{REMOVED} soars. "
+
+
 def test_rank_agreement():
     assert rank_agreement([1, 2, 3], [10, 20, 30]) == 1.0
     assert rank_agreement([1, 2, 3], [3, 2, 1]) == -1.0
@@ -117,12 +144,12 @@ def test_rank_agreement():
 def test_no_feature_selection_fits_as_lime_default_does_when_every_feature_is_asked_for(count, monkeypatch):
     """``FEATURE_SELECTION`` "none" is a saving only: LIME's default picks every feature too."""
     review = " ".join([*EVIDENCE, "The music is loud.", "Its hero is dull.", "The end is sweet."][:count])
-    spans = split_sentences(review)
-    scores = Memoized(additive_model).as_target(LOG_ODDS)
-    saved = lime_sentences(review, spans, scores, 256, 7, 25.0)
+    perturbations = Perturbations(review, split_sentences(review), reads_sentences=False)
+    scores = Memoized(perturbations.scorer(additive_model)).as_target(LOG_ODDS)
+    saved = lime_sentences(perturbations, scores, 256, 7, 25.0)
     saved_words = explain_words(review, additive_model, 200, 7)
     monkeypatch.setattr(explain, "FEATURE_SELECTION", "auto")
-    default = lime_sentences(review, spans, scores, 256, 7, 25.0)
+    default = lime_sentences(perturbations, scores, 256, 7, 25.0)
     default_words = explain_words(review, additive_model, 200, 7)
     assert np.allclose(saved.weights, default.weights, atol=1e-9)
     assert saved.score == pytest.approx(default.score, abs=1e-9)

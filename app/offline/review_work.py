@@ -126,18 +126,18 @@ class Worker:
     def explain(self, unit: dict) -> dict:
         """LIME of one review, as ``model.explain`` computes it (per-review seeds: the result
         does not depend on what else the worker explains)."""
-        predict = self.model(unit["model"]).predict_proba
+        model = self.model(unit["model"])
         text, lime = unit["text"], self.lime
         result = {"model": unit["model"], "level": unit["level"], "review_id": unit["review_id"]}
         if unit["level"] == SENTENCE:
             spans = [Span(start, end, sentence) for _, start, end, sentence in unit["sentences"]]
-            found = explain.explain_sentences(text, spans, predict, lime)
+            found = explain.explain_sentences(text, spans, model.predict_proba, lime, model.reads_sentences)
             result["samples"] = lime.lime_samples
             result["quality"] = found.quality.as_dict()
             result["weights"] = [[row[0], w] for row, w in zip(unit["sentences"], found.weights)]
         else:
             config = self.word_lime
-            found = explain.explain_words(text, predict, config.word_lime_samples, config.seed, lime.lime_target)
+            found = explain.explain_words(text, model.predict_proba, config.word_lime_samples, config.seed, lime.lime_target)
             result["samples"] = config.word_lime_samples
             result["weights"] = [[word, w] for word, w in zip(found.words, found.weights)]
         return {**result, "intercept": found.intercept, "score": found.score}
