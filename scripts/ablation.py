@@ -21,7 +21,7 @@ from pathlib import Path
 from app.offline.pipeline import Pipeline
 from app.offline.steps import build_steps
 from app.settings import Settings
-from model.config import CLS, DISTILL, MINILM, MIXED, MPNET, PLAIN, SENTENCES
+from model.config import CLS, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
 from model.lengths import BAND_NAMES
 from model.names import CATALOGUE, EVAL, LENGTHS, MAIN_MODEL, NBSVM, SST2, TEACHER
 
@@ -33,12 +33,9 @@ VARIANTS: dict[str, dict] = {
     "plain-minilm-sentences": {"recipe": PLAIN, "base_model": MINILM, "pooling": SENTENCES, "epochs": 3},
     "plain-mpnet": {"recipe": PLAIN, "base_model": MPNET, "pooling": CLS, "epochs": 3, "learning_rate": 5e-5},
     "distill-minilm": {"recipe": DISTILL, "base_model": MINILM, **WHOLE_TEXT},
-    "distill-minilm-sentences": {
-        "recipe": DISTILL, "base_model": MINILM, "pooling": SENTENCES, "teacher_cuts": 2, "student_batches": MIXED,
-    },  # fmt: skip
+    "distill-minilm-sentences": {"recipe": DISTILL, "base_model": MINILM, "pooling": SENTENCES, "teacher_cuts": 2},
     "distill-minilm-damped": {
         "recipe": DISTILL, "base_model": MINILM, "pooling": SENTENCES, "teacher_cuts": 2, "length_exponent": -0.5,
-        "student_batches": MIXED,
     },  # fmt: skip
     "self-distill-minilm": {"recipe": DISTILL, "base_model": MINILM, "teacher_model": MINILM, **WHOLE_TEXT},
     "distill-mpnet": {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5, **WHOLE_TEXT},

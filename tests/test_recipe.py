@@ -74,9 +74,9 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     data = tmp_path / "data"
     db = data / "textflix.db"
     # a student that reads sentence by sentence, taught by a teacher that reads whole texts: each
-    # unlabeled review, and a run of sentences cut from it
+    # unlabeled review, and a run of sentences cut from it, shuffled with its review
     command = [sys.executable, "-m", "app.cli", "build", "--imdb", str(archive), "--data-dir", str(data), *ARGS,
-               "--pooling", "sentences", "--teacher-cuts", "2"]  # fmt: skip
+               "--pooling", "sentences", "--teacher-cuts", "2", "--student-batches", "together"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

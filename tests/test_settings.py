@@ -73,17 +73,16 @@ def test_a_database_built_before_the_field_existed_counts_it_at_its_default(tmp_
 
 
 def test_a_database_built_before_pooling_and_the_offset_existed_counts_them_as_they_were(tmp_path, real_subset_archive):
-    """Their defaults now are the sentence model, an offset fitted on 1,000 reviews and a review shuffled
-    with its runs, but a record that predates the settings was built with a whole-text model, no offset
-    and every text shuffled alone: it counts as that."""
+    """Their defaults now are the sentence model and an offset fitted on 1,000 reviews, but a record
+    that predates the settings was built with a whole-text model and no offset: it counts as that."""
     data = tmp_path / "data"
-    before = {"pooling": "cls", "prior_reviews": 0, "student_batches": "mixed"}
+    before = {"pooling": "cls", "prior_reviews": 0}
     build(real_subset_archive, data, settings_type=Settings, **before)
     with sqlite3.connect(data / "textflix.db") as connection:
         (config,) = connection.execute("SELECT config FROM runs").fetchone()
         predating = {key: value for key, value in json.loads(config).items() if key not in before}
         connection.execute("UPDATE runs SET config = ?", (json.dumps(predating),))
-    with pytest.raises(BuildError, match=r"was built with other settings \(pooling, prior_reviews, student_batches\)"):
+    with pytest.raises(BuildError, match=r"was built with other settings \(pooling, prior_reviews\)"):
         build(real_subset_archive, data, settings_type=Settings)
     build(real_subset_archive, data, settings_type=Settings, **before)
 
