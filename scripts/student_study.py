@@ -62,7 +62,8 @@ VARIANTS: dict[str, dict] = {
     "exp-0.75": {"unlabeled": 2000, "cuts": 2, "length_exponent": -0.75},
     # MiniLM's embeddings and lowest 2 of 6 layers as pretrained: a cheaper student, if it reads as well
     "frozen2": {"unlabeled": 2000, "cuts": 2, "frozen_layers": 2},
-    # cuts4 with each review and its runs shuffled as one (--student-batches together): less work, as well?
+    # cuts4 with each review and its runs shuffled as one (--student-batches together): a sixth less
+    # training, SST-2 not shown to be as good (model/README.md)
     "cuts4-together": {"unlabeled": 2000, "cuts": 4, "together": True},
 }
 STUDY_KEYS = ("unlabeled", "cuts", "together")  # a variant's keys that are not BertConfig's
