@@ -4,9 +4,9 @@ Weights are signed toward "positive", in the space ``LimeConfig.lime_target`` na
 (the log-odds of "positive" by default: there, removing a sentence from a review the
 model is 99 % sure of still shows). Removed sentences are dropped from the perturbed
 text, not replaced by a placeholder; a model that reads sentences is handed the sentences
-kept (``Perturbations``) rather than a text to split again. Each sentence explanation comes with its
-``model.quality.Quality``: LIME's fit, stability across two seeds, and ERASER
-faithfulness against random sentences.
+kept (``Perturbations``) rather than a text to split again. Each sentence explanation
+comes with its ``model.quality.Quality``: LIME's fit, stability across two seeds, and
+ERASER faithfulness against random sentences.
 
 Every text is scored once per explanation (``Memoized``): both LIME runs and the
 faithfulness checks share the scores, and each step sends its new texts in one call
@@ -101,7 +101,7 @@ class SentenceExplanation(Explanation):
 class Perturbations:
     """The texts LIME makes of ``text`` by removing some of its ``sentences``, and what a model reads
     of one: the text, or the sentences it keeps for a model that ``reads_sentences`` (not split again:
-    a sixth of the work of explaining such a model was splitting them, scripts/README.md).
+    splitting them was more than half the time of explaining such a model, scripts/README.md).
 
     LIME marks each removed sentence with ``REMOVED`` (its mask string), so a text says which
     sentences it keeps; a text that holds that character already has them removed outright, and
