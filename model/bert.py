@@ -295,9 +295,10 @@ class BertClassifier:
 
     def read_units(self, texts: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
         """The token ids of what the model reads of ``texts``, each distinct one once, and for each
-        text the indices of its own: the text whole, or with ``sentences`` pooling its sentences
-        (as split here, or as given by a ``Sentences``), at most ``SENTENCE_WINDOWS`` windows' worth (``head_and_tail_sentences``), so that a text
-        costs at most that many times what a whole-text model pays for it."""
+        text the indices of its own: the text whole, or with ``sentences`` pooling its sentences (as
+        split here, or as given by a ``Sentences``), at most ``SENTENCE_WINDOWS`` windows' worth
+        (``head_and_tail_sentences``), so that a text costs at most that many times what a
+        whole-text model pays for it."""
         if self.reads_sentences:
             units = [list(t) if isinstance(t, Sentences) else [s.text for s in split_sentences(t)] for t in texts]
         else:
