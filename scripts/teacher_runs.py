@@ -2,7 +2,7 @@
 
 The distilled student is 3-5 points under its teacher on SST-2, and the teacher (fine-tuned on
 whole reviews) is the ceiling. This trains the build's teacher again, as the build does, on the
-training reviews plus ``--runs`` runs of 1-3 sentences cut from each (``sentence_runs``), each
+training reviews plus ``--runs`` runs of 1-3 sentences cut from each (``sentence_cuts``), each
 labelled as its review (a noisy label: a positive review has its weak sentences), and judges it
 beside the build's own teacher on SST-2 dev and on the build's first evaluation reviews:
 
@@ -14,31 +14,24 @@ D is a distill build (up to its teacher at least). The result is in model/README
 """
 
 import argparse
-import random
 import time
 from pathlib import Path
 
 from curve_steps import built_pipeline
 
 from app.offline.steps.evaluation import evaluation_reviews
-from app.offline.steps.training import TrainTeacher, load_trained_bert, pretrained
+from app.offline.steps.training import TrainTeacher, load_trained_bert, pretrained, sentence_cuts
 from model.bert import BertClassifier
-from model.data import read_sst2
+from model.data import UnlabeledReview, read_sst2
 from model.metrics import classification_report
 from model.names import TEACHER
-from model.sentences import sentence_runs, split_sentences
 
 
 def labelled_runs(texts: list[str], labels: list[str], runs: int, seed: int) -> tuple[list[str], list[str]]:
-    """``runs`` runs of sentences of each text, each with its text's label."""
-    rng = random.Random(seed)
-    run_texts, run_labels = [], []
-    for text, label in zip(texts, labels):
-        spans = split_sentences(text)
-        for start, stop in sentence_runs(len(spans), runs, rng):
-            run_texts.append(text[spans[start].start : spans[stop - 1].end])
-            run_labels.append(label)
-    return run_texts, run_labels
+    """``runs`` runs of sentences of each text, drawn as the build draws the unlabeled reviews'
+    (``sentence_cuts``), each with its text's label."""
+    cuts = sentence_cuts([UnlabeledReview(key=str(i), text=text) for i, text in enumerate(texts)], runs, seed)
+    return [cut.text for cut in cuts], [labels[int(cut.key.split("#")[0])] for cut in cuts]
 
 
 def main() -> None:
