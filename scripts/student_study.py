@@ -47,6 +47,7 @@ import numpy as np
 
 from ablation import spread
 from curve_steps import built_pipeline
+from scipy.special import expit, logit
 from sqlalchemy import select
 
 from app.db import PseudoLabel, Review, session_scope
@@ -183,8 +184,8 @@ def train_and_judge(study: dict, variant: dict, base_model: str | None, device) 
     texts, targets, keys = student_data(study, variant["unlabeled"], variant["cuts"])
     if "target_temperature" in variant:  # the teacher's labels only: the gold ones are 0 or 1
         gold = len(study["train"][0])
-        p = np.clip(np.array(targets[gold:]), 1e-6, 1 - 1e-6)
-        targets[gold:] = (1 / (1 + np.exp(-np.log(p / (1 - p)) / variant["target_temperature"]))).tolist()
+        p = np.clip(targets[gold:], 1e-7, 1 - 1e-7)
+        targets[gold:] = expit(logit(p) / variant["target_temperature"]).tolist()
     started = time.perf_counter()
     together = keys if variant.get("together") else None
     model = BertClassifier.fit(texts, targets, config, device, progress=False, together=together)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 from curve_steps import built_pipeline
+from scipy.special import expit, logit
 
 from app.offline.steps.evaluation import evaluation_reviews
 from app.offline.steps.training import TrainTeacher, load_trained_bert, pretrained, sentence_cuts
@@ -66,8 +67,7 @@ def train_variant(build, name: str) -> tuple[BertClassifier, float]:
 
 
 def mean_of_log_odds(*p_positive: np.ndarray) -> np.ndarray:
-    p = np.clip(np.stack(p_positive), 1e-7, 1 - 1e-7)
-    return 1 / (1 + np.exp(-np.log(p / (1 - p)).mean(axis=0)))
+    return expit(logit(np.clip(np.stack(p_positive), 1e-7, 1 - 1e-7)).mean(axis=0))
 
 
 def figures(gold: list[str], p_positive: np.ndarray) -> str:
