@@ -191,6 +191,12 @@ class RecipeConfig(Seeded):
         "teacher labels too, each read alone: what the student learns of a short text is the teacher's reading "
         "of it rather than the whole review's; 0: whole reviews only."
     )  # fmt: skip
+    label_reviews: bool = Field(
+        True, description="Whether the teacher labels the --unlabeled reviews themselves for the served model to "
+        "learn from, besides their --teacher-cuts runs; off (--no-label-reviews): the runs alone, and whole reviews "
+        "only from the labelled ones (on a CPU about half the teacher's labelling and of the served model's "
+        "training: model/README.md)."
+    )  # fmt: skip
     student_batches: Literal["mixed", "together"] = Field(
         MIXED, description="mixed: every text the served model learns from is shuffled alone. together: each "
         "unlabeled review and its --teacher-cuts runs are shuffled as one, so a batch mostly holds them all and a "

@@ -86,13 +86,18 @@ VARIANTS: dict[str, dict] = {
     # twice the learning rate: does one epoch read short texts as well as two, or better?
     "cuts4-epochs1-sharp": {"unlabeled": 2000, "cuts": 4, "epochs": 1, "target_temperature": 0.5},
     "cuts4-epochs1-lr2": {"unlabeled": 2000, "cuts": 4, "epochs": 1, "learning_rate": 2e-4},
+    # cuts4 without the unlabeled reviews themselves, only their runs: about half the student's
+    # texts' tokens, and a teacher that would label no whole review. Are whole reviews read as well?
+    "runs-only": {"unlabeled": 2000, "cuts": 4, "whole": False},
 }
-STUDY_KEYS = ("unlabeled", "cuts", "together", "target_temperature")  # a variant's keys that are not BertConfig's
+STUDY_KEYS = ("unlabeled", "cuts", "together", "target_temperature", "whole")  # a variant's keys that are not BertConfig's
 
 
 def export(data_dir: Path, imdb: str, sst2: Path | None, out: Path) -> None:
     build = built_pipeline(data_dir, imdb)
     s = build.settings
+    if not s.label_reviews:
+        raise SystemExit(f"{data_dir} was built with --no-label-reviews: the study needs the teacher's labels of whole reviews.")
     reviews = sample_unlabeled(build.splits().unlabeled, s.unlabeled, s.seed)
     cuts = sentence_cuts(reviews, s.teacher_cuts, s.seed)
     with session_scope(build.engine) as session:
@@ -159,19 +164,21 @@ def more_runs(path: Path, data_dir: Path, runs: int, device_name: str, out: Path
           f"(up to {runs} a review)", flush=True)  # fmt: skip
 
 
-def student_data(study: dict, unlabeled: int, cuts: int) -> tuple[list[str], list[float], list[int]]:
+def student_data(study: dict, unlabeled: int, cuts: int, whole: bool = True) -> tuple[list[str], list[float], list]:
     """The texts a variant's student learns from, their targets (gold labels, then the teacher's)
-    and a key per text that is the same for an unlabeled review and its runs."""
+    and a key per text that is the same for an unlabeled review and its runs; with ``whole``
+    False, an unlabeled review's runs without the review."""
     texts, targets = list(study["train"][0]), gold_targets(study["train"][1])
-    keys = list(range(len(texts)))
-    for text, p, runs in study["unlabeled"][:unlabeled]:
-        texts.append(text)
-        targets.append(p)
-        keys.append(len(keys))
+    keys: list = list(range(len(texts)))
+    for index, (text, p, runs) in enumerate(study["unlabeled"][:unlabeled]):
+        if whole:
+            texts.append(text)
+            targets.append(p)
+            keys.append(f"unlabeled {index}")
         for start, length, run_p in runs[:cuts]:
             texts.append(text[start : start + length])
             targets.append(run_p)
-            keys.append(keys[-1])
+            keys.append(f"unlabeled {index}")
     return texts, targets, keys
 
 
@@ -181,7 +188,7 @@ def train_and_judge(study: dict, variant: dict, base_model: str | None, device) 
         {**study["config"], **{k: v for k, v in variant.items() if k not in STUDY_KEYS}}
         | ({"base_model": base_model} if base_model else {})
     )
-    texts, targets, keys = student_data(study, variant["unlabeled"], variant["cuts"])
+    texts, targets, keys = student_data(study, variant["unlabeled"], variant["cuts"], variant.get("whole", True))
     if "target_temperature" in variant:  # the teacher's labels only: the gold ones are 0 or 1
         gold = len(study["train"][0])
         p = np.clip(targets[gold:], 1e-7, 1 - 1e-7)

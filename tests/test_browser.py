@@ -351,7 +351,7 @@ def test_learning_curve_with_error_bars_and_the_distilled_models(distill_page):
     assert curve.locator("svg .m-distill").count() == curve.locator("svg .m-teacher").count() == 2  # point, legend
     assert curve.locator("table.curve tbody tr").count() == 6
     assert curve.locator("table.curve tfoot th").all_inner_texts() == [
-        "BERT, distilled (500 labels + 4,000 unlabeled)",
+        "BERT, distilled (500 labels + 4,000 teacher labels)",
         "teacher (all-mpnet-base-v2)",
     ]
     widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")

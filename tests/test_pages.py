@@ -493,7 +493,7 @@ def test_about_draws_the_learning_curve_with_error_bars_and_a_table(web_client):
 def test_about_marks_a_distill_build_s_served_model_and_its_teacher(tmp_path):
     page, data = about_with_run(tmp_path, DISTILL_RUN)
     html = curve_section(page)
-    distilled, teacher = "BERT, distilled (500 labels + 4,000 unlabeled)", "teacher (all-mpnet-base-v2)"
+    distilled, teacher = "BERT, distilled (500 labels + 4,000 teacher labels)", "teacher (all-mpnet-base-v2)"
     assert data["learning_curve"]["markers"] == [
         {"kind": "distill", "label": distilled, "size": 500, "accuracy": 0.889},
         {"kind": "teacher", "label": teacher, "size": 500, "accuracy": 0.903},
@@ -509,6 +509,17 @@ def test_about_marks_a_distill_build_s_served_model_and_its_teacher(tmp_path):
     facts = page.split('<dl class="facts">')[1].split("</dl>")[0]
     assert "for 2 epochs on the 500 labelled reviews plus 4,000 unlabeled reviews of the IMDB train split" in facts
     assert "<dt>Teacher</dt><dd>The pretrained encoder <code>sentence-transformers/all-mpnet-base-v2</code>" in facts
+    for reviews_labelled, whole in ((None, "2,000"), (0, "0")):  # a build before --label-reviews, one with it off
+        steps = DISTILL_RUN["steps"]
+        labels = {**steps["pseudo_label"], "unlabeled": 2000, "teacher_cuts": 7866}
+        labels |= {} if reviews_labelled is None else {"reviews_labelled": reviews_labelled}
+        teacher_labelled = 7866 + (2000 if reviews_labelled is None else 0)
+        run = {**DISTILL_RUN, "steps": {**steps, "pseudo_label": labels,
+                                        "bert": {**steps["bert"], "teacher_labelled": teacher_labelled}}}  # fmt: skip
+        page, _ = about_with_run(tmp_path / str(reviews_labelled), run)
+        assert (f"on the 500 labelled reviews plus {teacher_labelled:,} texts of 2,000 unlabeled reviews of the IMDB "
+                f"train split ({whole} reviews whole, 7,866 runs of their sentences; never a test text), labelled by a "
+                "teacher") in page  # fmt: skip
     assert "(temperature 1.62), fitted on 5 held-out folds of the training reviews" in facts
     assert ("BERT's log-odds are offset by -0.41, so that its mean probability of \"positive\" over 1,000 "
             "unlabeled reviews of the archive is the training reviews' share of positive ones (50 %)") in facts

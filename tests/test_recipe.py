@@ -15,6 +15,7 @@ import torch
 
 from app.db import Run, make_engine, migrate, session_scope
 from app.offline.pipeline import Pipeline, concrete_recipe
+from app.offline.steps import build_steps
 from app.offline.steps.data import ReadData
 from app.offline.steps.training import TrainTeacher
 from app.settings import Settings
@@ -102,7 +103,7 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     reviews = {key: text for key, text, _ in labelled if "#" not in key}
     cuts = 2 * sum(len(split_sentences(text)) >= 2 for text in reviews.values())  # two distinct runs of each
     assert (
-        f"Pseudo-labels: {UNLABELED + cuts - len(labelled_first)} texts to label (unlabeled reviews and {cuts} runs "
+        f"Pseudo-labels: {UNLABELED + cuts - len(labelled_first)} texts to label ({UNLABELED} unlabeled reviews and {cuts} runs "
         f"of their sentences), {len(labelled_first)} already done." in result.stderr
     )
     assert labelled_first <= labelled and len(reviews) == UNLABELED and len(labelled) == UNLABELED + cuts > UNLABELED
@@ -206,3 +207,27 @@ def test_a_teacher_with_every_layer_frozen_is_refused_naming_the_setting(tmp_pat
         f"--teacher-frozen-layers 6 leaves nothing of {MINILM} to train: it must be under the model's 6 layers, "
         "not 6. Give a smaller --teacher-frozen-layers (0: all trained)."
     ) in result.stderr
+
+
+def test_with_no_label_reviews_the_teacher_labels_only_the_runs(tmp_path, real_subset_archive):
+    """--no-label-reviews: the teacher labels each unlabeled review's runs of sentences, not the
+    review, and the build records how many of each it labelled."""
+    settings = Settings(imdb=str(real_subset_archive), data_dir=tmp_path, train_size=24, titles=1, eval_size=20,
+                        recipe=DISTILL, teacher_model=MINILM, teacher_epochs=1, unlabeled=6, teacher_cuts=2,
+                        label_reviews=False)  # fmt: skip
+    pipeline = Pipeline(settings, build_steps(DISTILL), progress=False)
+    record = pipeline.run(until="pseudo_label")
+    labelled = rows(tmp_path / "textflix.db", "SELECT source_key, text FROM pseudo_labels")
+    reviews = {r.key: r.text for r in sample_unlabeled(pipeline.splits().unlabeled, 6, settings.seed)}
+    assert labelled and all("#" in key and text in reviews[key.split("#")[0]] for key, text in labelled)
+    facts = record["steps"]["pseudo_label"]
+    assert (facts["unlabeled"], facts["reviews_labelled"], facts["teacher_cuts"]) == (6, 0, len(labelled))
+
+
+def test_no_label_reviews_without_runs_is_refused_before_the_database_is_made(tmp_path, real_subset_archive):
+    arguments = ["build", "--imdb", str(real_subset_archive), "--data-dir", str(tmp_path), *ARGS, "--no-label-reviews"]
+    result = subprocess.run([sys.executable, "-m", "app.cli", *arguments], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "--no-label-reviews with --teacher-cuts 0 leaves the teacher nothing to label" in result.stderr
+    assert not (tmp_path / "textflix.db").exists()

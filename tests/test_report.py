@@ -32,7 +32,7 @@ def test_the_report_of_a_distill_build_names_its_teacher_and_how_many_reviews_it
     text = report(database, capsys)
     student, teacher = DISTILL_RUN["steps"]["bert"], DISTILL_RUN["steps"]["teacher"]
     assert (
-        f"recipe distill: {student['labelled']:,} labels plus {student['teacher_labelled']:,} unlabeled reviews "
+        f"recipe distill: {student['labelled']:,} labels plus {student['teacher_labelled']:,} texts of unlabeled reviews "
         f"labelled by the teacher {teacher['base_model']}"
     ) in text
     assert f"teacher  eval          {DISTILL_RUN['metrics']['teacher']['eval']['accuracy']:.3f}" in text

@@ -13,8 +13,8 @@ def recipe_line(record: dict) -> str:
     steps = record.get("steps", {})
     student, teacher = steps.get(MAIN_MODEL, {}), steps.get(TEACHER, {})
     if student.get("recipe") == DISTILL:
-        made = (f"recipe distill: {student['labelled']:,} labels plus {student['teacher_labelled']:,} unlabeled "
-                f"reviews labelled by the teacher {teacher.get('base_model', '')}")  # fmt: skip
+        made = (f"recipe distill: {student['labelled']:,} labels plus {student['teacher_labelled']:,} texts of "
+                f"unlabeled reviews labelled by the teacher {teacher.get('base_model', '')}")  # fmt: skip
     else:
         made = "recipe plain (stronger, from the same labels: --recipe distill, see model/README.md)"
     calibration = steps.get("calibrate", {})

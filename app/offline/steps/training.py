@@ -130,6 +130,9 @@ class PseudoLabelling(Step):
     writes = ("pseudo_labels",)
 
     def prepare(self, build: Pipeline) -> None:
+        if not build.settings.label_reviews and not build.settings.teacher_cuts:
+            raise BuildError("--no-label-reviews with --teacher-cuts 0 leaves the teacher nothing to label: "
+                             "give --teacher-cuts N (runs of each unlabeled review) or --label-reviews.")  # fmt: skip
         build.splits()
 
     def run(self, build: Pipeline) -> dict:
@@ -137,12 +140,12 @@ class PseudoLabelling(Step):
         pool = build.splits().unlabeled
         reviews = sample_unlabeled(pool, s.unlabeled, s.seed)
         cuts = sentence_cuts(reviews, s.teacher_cuts, s.seed)
-        wanted = reviews + cuts
+        wanted = (reviews if s.label_reviews else []) + cuts
         with session_scope(build.engine) as session:
             done = set(session.scalars(select(PseudoLabel.source_key)))
         todo = [r for r in wanted if r.key not in done]
-        log.info("Pseudo-labels: %d texts to label (unlabeled reviews and %d runs of their sentences), %d already done.",
-                 len(todo), len(cuts), len(wanted) - len(todo))  # fmt: skip
+        log.info("Pseudo-labels: %d texts to label (%d unlabeled reviews and %d runs of their sentences), %d already done.",
+                 len(todo), len(wanted) - len(cuts), len(cuts), len(wanted) - len(todo))  # fmt: skip
         if todo:
             teacher = load_trained_bert(build, TEACHER)
             bar = tqdm(total=len(todo), desc="Teacher labels", unit="review", disable=not build.progress)
@@ -155,8 +158,8 @@ class PseudoLabelling(Step):
                     )
                 bar.update(len(chunk))
             bar.close()
-        return {"unlabeled_pool": len(pool), "unlabeled": len(reviews), "teacher_cuts": len(cuts), "seed": s.seed,
-                "labelled_by": TEACHER}  # fmt: skip
+        return {"unlabeled_pool": len(pool), "unlabeled": len(reviews), "reviews_labelled": len(wanted) - len(cuts),
+                "teacher_cuts": len(cuts), "seed": s.seed, "labelled_by": TEACHER}  # fmt: skip
 
 
 def sentence_cuts(reviews: list[UnlabeledReview], runs: int, seed: int) -> list[UnlabeledReview]:

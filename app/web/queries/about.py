@@ -182,7 +182,7 @@ def distill_markers(metrics: dict, steps: dict) -> list[dict]:
     markers = [
         {
             "kind": DISTILL,
-            "label": f"{DISPLAY_NAMES[STUDENT]}, distilled ({labelled:,} labels + {unlabeled:,} unlabeled)",
+            "label": f"{DISPLAY_NAMES[STUDENT]}, distilled ({labelled:,} labels + {unlabeled:,} teacher labels)",
             "size": labelled,
             "accuracy": metrics[STUDENT][EVAL]["accuracy"],
         }
