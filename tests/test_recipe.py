@@ -17,10 +17,10 @@ from app.db import Run, make_engine, migrate, session_scope
 from app.offline.pipeline import Pipeline, concrete_recipe
 from app.offline.steps import build_steps
 from app.offline.steps.data import ReadData
-from app.offline.steps.training import TrainTeacher
+from app.offline.steps.training import PSEUDO_LABEL_CHUNK, TrainTeacher, label_chunks
 from app.settings import Settings
 from model.config import AUTO, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
-from model.data import RawReview, read_unlabeled, sample_unlabeled
+from model.data import RawReview, UnlabeledReview, read_unlabeled, sample_unlabeled
 from model.names import MODEL_META_FILE
 from model.sentences import split_sentences
 from tests.conftest import ROOT, SUBSET_UNSUP, write_archive
@@ -207,6 +207,16 @@ def test_a_teacher_with_every_layer_frozen_is_refused_naming_the_setting(tmp_pat
         f"--teacher-frozen-layers 6 leaves nothing of {MINILM} to train: it must be under the model's 6 layers, "
         "not 6. Give a smaller --teacher-frozen-layers (0: all trained)."
     ) in result.stderr
+
+
+def test_the_teacher_labels_the_texts_shortest_first_in_chunks():
+    """Each chunk the teacher labels (and commits) holds texts of a length, so its batches are little padding."""
+    todo = [UnlabeledReview(key=f"k{i}", text="word " * ((i * 37) % 50 + 1)) for i in range(2 * PSEUDO_LABEL_CHUNK + 3)]
+    chunks = list(label_chunks(todo))
+    assert [len(chunk) for chunk in chunks] == [PSEUDO_LABEL_CHUNK, PSEUDO_LABEL_CHUNK, 3]
+    labelled = [r for chunk in chunks for r in chunk]
+    assert sorted(r.key for r in labelled) == sorted(r.key for r in todo)
+    assert [len(r.text) for r in labelled] == sorted(len(r.text) for r in todo)
 
 
 def test_with_no_label_reviews_the_teacher_labels_only_the_runs(tmp_path, real_subset_archive):

@@ -6,6 +6,7 @@ at its pretrained checkpoint (``pretrained``), and a trained BERT loaded (``load
 import logging
 import random
 import time
+from collections.abc import Iterator
 
 from sqlalchemy import func, select
 from tqdm import tqdm
@@ -149,8 +150,7 @@ class PseudoLabelling(Step):
         if todo:
             teacher = load_trained_bert(build, TEACHER)
             bar = tqdm(total=len(todo), desc="Teacher labels", unit="review", disable=not build.progress)
-            for start in range(0, len(todo), PSEUDO_LABEL_CHUNK):
-                chunk = todo[start : start + PSEUDO_LABEL_CHUNK]
+            for chunk in label_chunks(todo):
                 p_positive = teacher.predict_proba([r.text for r in chunk])[:, 1]
                 with session_scope(build.engine) as session:
                     session.add_all(
@@ -160,6 +160,14 @@ class PseudoLabelling(Step):
             bar.close()
         return {"unlabeled_pool": len(pool), "unlabeled": len(reviews), "reviews_labelled": len(wanted) - len(cuts),
                 "teacher_cuts": len(cuts), "seed": s.seed, "labelled_by": TEACHER}  # fmt: skip
+
+
+def label_chunks(todo: list[UnlabeledReview]) -> Iterator[list[UnlabeledReview]]:
+    """``todo`` in chunks of ``PSEUDO_LABEL_CHUNK``, shortest texts first: a chunk's texts are of a
+    length, so a batch of them is little padding (scripts/bench_labels.py)."""
+    todo = sorted(todo, key=lambda r: len(r.text))
+    for start in range(0, len(todo), PSEUDO_LABEL_CHUNK):
+        yield todo[start : start + PSEUDO_LABEL_CHUNK]
 
 
 def sentence_cuts(reviews: list[UnlabeledReview], runs: int, seed: int) -> list[UnlabeledReview]:
