@@ -171,14 +171,15 @@ def student_data(study: dict, unlabeled: int, cuts: int, whole: bool = True) -> 
     texts, targets = list(study["train"][0]), gold_targets(study["train"][1])
     keys: list = list(range(len(texts)))
     for index, (text, p, runs) in enumerate(study["unlabeled"][:unlabeled]):
+        key = f"unlabeled {index}"
         if whole:
             texts.append(text)
             targets.append(p)
-            keys.append(f"unlabeled {index}")
+            keys.append(key)
         for start, length, run_p in runs[:cuts]:
             texts.append(text[start : start + length])
             targets.append(run_p)
-            keys.append(f"unlabeled {index}")
+            keys.append(key)
     return texts, targets, keys
 
 

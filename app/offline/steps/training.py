@@ -141,12 +141,13 @@ class PseudoLabelling(Step):
         pool = build.splits().unlabeled
         reviews = sample_unlabeled(pool, s.unlabeled, s.seed)
         cuts = sentence_cuts(reviews, s.teacher_cuts, s.seed)
-        wanted = (reviews if s.label_reviews else []) + cuts
+        whole = reviews if s.label_reviews else []
+        wanted = whole + cuts
         with session_scope(build.engine) as session:
             done = set(session.scalars(select(PseudoLabel.source_key)))
         todo = [r for r in wanted if r.key not in done]
         log.info("Pseudo-labels: %d texts to label (%d unlabeled reviews and %d runs of their sentences), %d already done.",
-                 len(todo), len(wanted) - len(cuts), len(cuts), len(wanted) - len(todo))  # fmt: skip
+                 len(todo), len(whole), len(cuts), len(wanted) - len(todo))  # fmt: skip
         if todo:
             teacher = load_trained_bert(build, TEACHER)
             bar = tqdm(total=len(todo), desc="Teacher labels", unit="review", disable=not build.progress)
@@ -158,7 +159,7 @@ class PseudoLabelling(Step):
                     )
                 bar.update(len(chunk))
             bar.close()
-        return {"unlabeled_pool": len(pool), "unlabeled": len(reviews), "reviews_labelled": len(wanted) - len(cuts),
+        return {"unlabeled_pool": len(pool), "unlabeled": len(reviews), "reviews_labelled": len(whole),
                 "teacher_cuts": len(cuts), "seed": s.seed, "labelled_by": TEACHER}  # fmt: skip
 
 
