@@ -108,7 +108,9 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     assert lengths["n"][0] == 30  # every evaluation review's first sentence (none is one sentence long)
     assert sum(lengths["n"]) > 30 * 4  # the 30 reviews whole, and cut to 1, 2, … 6 sentences
     assert all(0 <= a <= 1 for model in ("bert", "nbsvm") for a in lengths[model])
-    assert set(record["timings"]) == {"data", "nbsvm", "bert", "calibrate", "predict", "explain", "evaluate", "curve"}
+    assert set(record["timings"]) == {
+        "data", "nbsvm", "bert", "calibrate", "predict", "explain", "predict_evaluation", "evaluate", "curve"
+    }  # fmt: skip
     calibration = record["steps"]["calibrate"]
     assert calibration["folds"] == 2 and calibration["temperature"] > 0 and calibration["offset_per"] == "sentence"
     assert calibration["prior_reviews"] == 40 and calibration["share_positive"] == 0.5
@@ -291,7 +293,7 @@ def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tm
     assert killed["status"] == "running" and "curve" not in killed["steps"]
     log = first_log.read_text(errors="replace")
     assert "Recipe auto: distill (on cpu)." in log
-    assert "the rest of the build (evaluate, curve) goes on in a background process" in log
+    assert "the rest of the build (predict_evaluation, evaluate, curve) goes on in a background process" in log
     assert "Step curve: " in log and "Learning curve:" in log  # the background build's progress on the console
 
     second_log = tmp_path / "second.log"

@@ -96,12 +96,12 @@ def test_the_engine_is_a_flag_of_build_and_up_and_not_part_of_the_build_config()
 
 
 def unpredicted_copy(db: Path, tmp_path: Path) -> Path:
-    """A copy of the built database ``db`` whose predict step (and all after it) is still to do."""
+    """A copy of the built database ``db`` whose predict steps (and all after them) are still to do."""
     copy = tmp_path / "copy.db"
     shutil.copy(db, copy)
     with sqlite3.connect(copy) as connection:
         connection.execute("DELETE FROM predictions")
-        connection.execute("UPDATE runs SET status = 'running', steps = json_remove(steps, '$.predict')")
+        connection.execute("UPDATE runs SET status = 'running', steps = json_remove(steps, '$.predict', '$.predict_evaluation')")
     return copy
 
 

@@ -4,14 +4,18 @@ written once, and a second run finds nothing left to do."""
 
 from sqlalchemy import func, select
 
-from app.db import Explanation, Prediction, Sentence, WordWeight, session_scope
+from app.db import Explanation, Prediction, Review, Sentence, WordWeight, session_scope
 from app.offline.pipeline import Pipeline
+from app.offline import review_work
 from app.offline.review_work import Task
+from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps
 from app.offline.steps.data import ReadData
+from app.offline.steps.scoring import Predict
 from app.offline.steps.training import Train
 from app.offline.work_engines import LOCAL, run_tasks
 from app.settings import Settings
-from model.names import NBSVM, SENTENCE, WORD, WORD_LEVEL_MODEL
+from model.config import DISTILL, PLAIN
+from model.names import CATALOGUE, EVAL, NBSVM, SENTENCE, WORD, WORD_LEVEL_MODEL
 
 TASKS = [Task(NBSVM), Task(NBSVM, SENTENCE), Task(WORD_LEVEL_MODEL, WORD)]
 
@@ -47,3 +51,34 @@ def test_the_local_engine_writes_each_reviews_rows_once(tmp_path, real_subset_ar
     assert run_tasks(build, pending(build), per_block=4) == {"engine": LOCAL}  # nothing left: no unit is made
     with session_scope(build.engine) as session:
         assert session.scalar(select(func.count()).select_from(Prediction)) == len(reviews[None])
+
+
+def test_the_evaluation_reviews_are_scored_after_the_sites_steps(tmp_path, real_subset_archive, monkeypatch):
+    """``textflix up`` opens the site after the catalogue's predictions; the evaluation reviews',
+    which only /about reads, come in the background build. (The predict steps of NB-SVM alone.)"""
+    for recipe in (PLAIN, DISTILL):
+        names = [step.name for step in build_steps(recipe)]
+        site = names.index(LAST_STEP_OF_THE_SITE)
+        assert names.index("predict") < site < names.index("predict_evaluation") < names.index("evaluate")
+
+    settings = Settings(
+        imdb=str(real_subset_archive), data_dir=tmp_path / "data", train_size=20, titles=2, eval_size=10,
+        learning_curve=[],
+    )  # fmt: skip
+    monkeypatch.setattr(review_work, "MODELS", (NBSVM,))
+    build = Pipeline(settings, [ReadData(), Train(NBSVM), Predict(), Predict(EVAL)], progress=False)
+
+    def predicted_splits() -> dict[str, int]:
+        with session_scope(build.engine) as session:
+            rows = session.execute(
+                select(Review.split, func.count()).join(Prediction, Prediction.review_id == Review.id).group_by(Review.split)
+            )
+            return dict(rows.all())
+
+    build.run(until="predict")
+    with session_scope(build.engine) as session:
+        catalogue = session.scalar(select(func.count()).where(Review.split == CATALOGUE))
+    assert predicted_splits() == {CATALOGUE: catalogue}
+    record = build.run()
+    assert predicted_splits() == {CATALOGUE: catalogue, EVAL: 10}
+    assert set(record["steps"]) == {"data", "nbsvm", "predict", "predict_evaluation"}

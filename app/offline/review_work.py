@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, WordWeight, session_scope
 from model import explain
 from model.config import LimeConfig, WordLimeConfig
-from model.names import CATALOGUE, EVAL, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL, label_of
+from model.names import CATALOGUE, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL, label_of
 from model.sentences import Span
 from model.trained import Classifier
 
@@ -34,21 +34,16 @@ READ_BLOCK = 256  # reviews per database read while the explain units are made
 
 @dataclass(frozen=True)
 class Task:
-    """One model's share of a per-review step: its predictions (``level`` None), or its
-    explanations at ``level`` (model.names SENTENCE or WORD)."""
+    """One model's share of a per-review step over the reviews of ``split``: its predictions
+    (``level`` None), or its explanations at ``level`` (model.names SENTENCE or WORD)."""
 
     model: str
     level: str | None = None
+    split: str = CATALOGUE
 
     @property
     def description(self) -> str:
         return f"Predict {self.model}" if self.level is None else f"LIME {self.model} {self.level}s"
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        """The reviews the task covers: predictions for the catalogue and the evaluation set,
-        explanations for the catalogue."""
-        return (CATALOGUE, EVAL) if self.level is None else (CATALOGUE,)
 
     def pending(self, session: Session) -> list[int]:
         """The ids of the reviews that still lack the task's rows, in id order."""
@@ -57,16 +52,18 @@ class Task:
         else:
             done = select(Explanation.review_id).where(Explanation.model == self.model, Explanation.level == self.level)
         return list(
-            session.scalars(
-                select(Review.id).where(Review.split.in_(self.splits), Review.id.not_in(done)).order_by(Review.id)
-            )
+            session.scalars(select(Review.id).where(Review.split == self.split, Review.id.not_in(done)).order_by(Review.id))
         )
 
     def total(self, session: Session) -> int:
-        return session.scalar(select(func.count(Review.id)).where(Review.split.in_(self.splits)))
+        return session.scalar(select(func.count(Review.id)).where(Review.split == self.split))
 
 
-PREDICT_TASKS = [Task(model) for model in MODELS]
+def predict_tasks(split: str) -> list[Task]:
+    """Each model's predictions for the reviews of ``split``."""
+    return [Task(model, split=split) for model in MODELS]
+
+
 EXPLAIN_TASKS = [*(Task(model, SENTENCE) for model in MODELS), Task(WORD_LEVEL_MODEL, WORD)]
 
 

@@ -1,6 +1,7 @@
-"""The steps of ``textflix build``, in order: data, one training step per model, calibrate, predict,
-explain, evaluate, learning curve (``build_steps``); the distill recipe trains a teacher
-and pseudo-labels unlabeled reviews before it trains the served BERT model. ``app.offline.pipeline`` runs them.
+"""The steps of ``textflix build``, in order: data, one training step per model, calibrate, predict
+(the catalogue), explain, predict (the evaluation reviews), evaluate, learning curve (``build_steps``);
+the distill recipe trains a teacher and pseudo-labels unlabeled reviews before it trains the served
+BERT model. ``app.offline.pipeline`` runs them.
 
 A module per part of the build, in the order they run: ``data`` (the archive read), ``training``
 (the models, and the distill recipe's teacher and pseudo-labels), ``calibration`` (the served BERT
@@ -15,7 +16,7 @@ from app.offline.steps.evaluation import Evaluate, LearningCurve
 from app.offline.steps.scoring import Explain, Predict
 from app.offline.steps.training import PseudoLabelling, Train, TrainStudent, TrainTeacher
 from model.config import DISTILL
-from model.names import MAIN_MODEL, MODELS, STUDENT
+from model.names import EVAL, MAIN_MODEL, MODELS, STUDENT
 
 # `textflix up` serves the site once this step is done: the steps after it feed /about only, and a
 # background build does them while the site is up.
@@ -31,4 +32,4 @@ def build_steps(recipe: str) -> list[Step]:
     else:
         training = [Train(model) for model in MODELS]
         served = training[MODELS.index(MAIN_MODEL)]
-    return [ReadData(), *training, Calibrate(served), Predict(), Explain(), Evaluate(), LearningCurve()]
+    return [ReadData(), *training, Calibrate(served), Predict(), Explain(), Predict(EVAL), Evaluate(), LearningCurve()]

@@ -6,20 +6,31 @@ import logging
 
 from app.db import session_scope
 from app.offline.pipeline import Pipeline, Step
-from app.offline.review_work import EXPLAIN_TASKS, PREDICT_TASKS, Task
+from app.offline.review_work import EXPLAIN_TASKS, Task, predict_tasks
 from app.offline.work_engines import run_tasks
+from model.names import CATALOGUE, EVAL
 
 log = logging.getLogger("textflix")
 EXPLAIN_BLOCK = 4  # reviews per Ray block, and per write, in the explain step of the Ray engine
 
 
 class Predict(Step):
-    name = "predict"
-    reads = ("catalogue and evaluation reviews", "models")
+    """Each model's predictions for the reviews of ``split``: the catalogue's (``predict``) before the
+    site opens, the evaluation reviews' (``predict_evaluation``), which only /about reads, after it."""
+
     writes = ("predictions",)
+    STEP_NAMES = {CATALOGUE: "predict", EVAL: "predict_evaluation"}
+    REVIEWS = {CATALOGUE: "catalogue reviews", EVAL: "evaluation reviews"}
+
+    def __init__(self, split: str = CATALOGUE):
+        self.split = split
+        self.name = self.STEP_NAMES[split]
+        self.reads = (self.REVIEWS[split], "models")
+        self.doing = f"the models are scoring the {self.REVIEWS[split]}"
 
     def run(self, build: Pipeline) -> dict:
-        return run_tasks(build, planned(build, PREDICT_TASKS, "Predict {model}: {todo} reviews to score"), per_block=1)
+        what = f"Predict {{model}}: {{todo}} {self.REVIEWS[self.split]} to score"
+        return run_tasks(build, planned(build, predict_tasks(self.split), what), per_block=1)
 
 
 class Explain(Step):
