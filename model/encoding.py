@@ -50,6 +50,8 @@ class Encoder:
         self.prefix, self.suffix = framed[:at], framed[at + len(plain) :]
 
     def ids(self, texts: list[str]) -> list[list[int]]:
+        if not texts:  # the tokenizers fail on an empty batch (a sentence model's texts of no sentences)
+            return []
         budget = self.max_length - len(self.prefix) - len(self.suffix)
         raw = self.tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
         return [self.prefix + head_and_tail(x, budget) + self.suffix for x in raw]

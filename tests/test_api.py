@@ -412,6 +412,7 @@ BAD_BODIES = [
     # (path, body, status, field, limit)
     ("/api/predict", {"texts": [""]}, 422, "texts[0]", 1),
     ("/api/predict", {"texts": ["fine", " \n\t "]}, 422, "texts[1]", 1),
+    ("/api/predict", {"texts": ["fine", "\u200b \ufeff\u2060"], "explain": True}, 422, "texts[1]", 1),
     ("/api/predict", {"texts": ["fine", LONG]}, 422, "texts[1]", 20_000),
     ("/api/predict", {"texts": ["a"] * 65}, 422, "texts", 64),
     ("/api/predict", {"texts": []}, 422, "texts", 1),

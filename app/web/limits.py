@@ -4,6 +4,7 @@ Each check raises ``AppError`` (422) naming the field and the limit, before any 
 """
 
 import ipaddress
+import unicodedata
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
@@ -13,15 +14,19 @@ from app.web.errors import AppError, problem
 
 IDENTIFIER_MAX_CHARS = 64  # title ids and other short string fields
 MAX_ID = 2**63 - 1  # the largest row id a database can hold
+# Unicode's format characters (zero-width space, joiners, byte-order mark, …): a text of only these,
+# and white space, has nothing to read (a zero-width space alone is not even a sentence).
+INVISIBLE = "Cf"
 
 
 def text_problems(field: str, text: str, settings: Settings) -> list[dict]:
     """What is wrong with one review text, as error items naming ``field``."""
     limit = settings.max_text_chars
-    if not text.strip():
-        return [problem(field, "The text is empty or only whitespace; it needs at least 1 non-space character.", 1)]
-    if len(text) > limit:
+    if len(text) > limit:  # first: the next check reads every character of a blank text
         return [problem(field, f"The text is {len(text):,} characters long; the limit is {limit:,}.", limit)]
+    if all(c.isspace() or unicodedata.category(c) == INVISIBLE for c in text):
+        return [problem(field, "The text is empty or only whitespace or invisible characters; it needs at least 1 "
+                        "visible character.", 1)]  # fmt: skip
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
