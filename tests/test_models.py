@@ -129,6 +129,7 @@ def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp
     alone = log_odds([s.text for s in sentences])
     assert log_odds([review])[0] == pytest.approx(alone.sum(), abs=1e-4)
     assert log_odds(["", texts[0]]).tolist() == pytest.approx([0.0, log_odds([texts[0]])[0]], abs=1e-4)
+    assert log_odds(["", "\u200b"]).tolist() == [0.0, 0.0]  # no text of the batch has a sentence to read
     assert alone[0] > alone[2]  # it learnt which way each sentence leans
     assert np.abs(trained.logits([review, texts[3]]) - classifier.logits([review, texts[3]])).max() < 1e-3
 
@@ -146,7 +147,8 @@ def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp
     assert explanation.score > 0.95  # not 1: the ridge, and bfloat16 where the CPU has it
 
     # An offset per sentence is a change of each sentence's bias: the model stays additive, an
-    # empty text stays at even odds, and a one-sentence text's weight has its prediction's sign.
+    # empty text stays at even odds, and a one-sentence text's weight is its log-odds, exactly
+    # (model.explain.one_sentence; LIME's ridge fit made it an eighth of them).
     classifier.offset, classifier.offset_per = -1.5, "sentence"
     shifted = log_odds([s.text for s in sentences])
     assert shifted == pytest.approx(alone - 1.5, abs=1e-4)
@@ -155,6 +157,7 @@ def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp
         one = split_sentences(text)
         weight = explain_sentences(text, one, classifier.predict_proba, LimeConfig(lime_samples=16, seed=0)).weights[0]
         assert np.sign(weight) == np.sign(log_odds([text])[0]) != 0
+        assert weight == pytest.approx(log_odds([text])[0], rel=0.01)
     classifier.offset_per = "text"  # the default before: the same offset whatever the length
     assert log_odds([review, ""]).tolist() == pytest.approx([alone.sum() - 1.5, -1.5], abs=1e-4)
     assert explanation.quality.stability == pytest.approx(1.0)
@@ -275,6 +278,16 @@ def test_sentence_lime_signs_follow_the_sentences(nbsvm):
     explanation = explain_sentences(text, sentences, nbsvm.predict_proba, LimeConfig(lime_samples=32, seed=0))
     first, _, last = explanation.weights
     assert first > 0 > last
+
+
+def test_a_one_sentence_texts_weight_is_its_log_odds_against_the_empty_text(nbsvm):
+    text = "A tedious, joyless slog."
+    explanation = explain_sentences(text, split_sentences(text), nbsvm.predict_proba, LimeConfig())
+    p_text, p_empty = nbsvm.predict_proba([text, ""])[:, 1]
+    log_odds = np.log(p_text / (1 - p_text)) - np.log(p_empty / (1 - p_empty))
+    assert explanation.weights == pytest.approx([log_odds], abs=1e-9)
+    assert explanation.intercept == pytest.approx(np.log(p_empty / (1 - p_empty)), abs=1e-9)
+    assert explanation.score == 1.0 and explanation.quality.stability is None
 
 
 def test_word_lime_signs_follow_the_words(nbsvm):
