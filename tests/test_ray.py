@@ -101,7 +101,9 @@ def unpredicted_copy(db: Path, tmp_path: Path) -> Path:
     shutil.copy(db, copy)
     with sqlite3.connect(copy) as connection:
         connection.execute("DELETE FROM predictions")
-        connection.execute("UPDATE runs SET status = 'running', steps = json_remove(steps, '$.predict', '$.predict_evaluation')")
+        connection.execute(
+            "UPDATE runs SET status = 'running', steps = json_remove(steps, '$.predict', '$.predict_evaluation')"
+        )
     return copy
 
 

@@ -5,8 +5,8 @@ written once, and a second run finds nothing left to do."""
 from sqlalchemy import func, select
 
 from app.db import Explanation, Prediction, Review, Sentence, WordWeight, session_scope
-from app.offline.pipeline import Pipeline
 from app.offline import review_work
+from app.offline.pipeline import Pipeline
 from app.offline.review_work import Task
 from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps
 from app.offline.steps.data import ReadData
@@ -70,10 +70,8 @@ def test_the_evaluation_reviews_are_scored_after_the_sites_steps(tmp_path, real_
 
     def predicted_splits() -> dict[str, int]:
         with session_scope(build.engine) as session:
-            rows = session.execute(
-                select(Review.split, func.count()).join(Prediction, Prediction.review_id == Review.id).group_by(Review.split)
-            )
-            return dict(rows.all())
+            predicted = select(Review.split, func.count()).join(Prediction, Prediction.review_id == Review.id)
+            return dict(session.execute(predicted.group_by(Review.split)).all())
 
     build.run(until="predict")
     with session_scope(build.engine) as session:

@@ -51,9 +51,8 @@ class Task:
             done = select(Prediction.review_id).where(Prediction.model == self.model)
         else:
             done = select(Explanation.review_id).where(Explanation.model == self.model, Explanation.level == self.level)
-        return list(
-            session.scalars(select(Review.id).where(Review.split == self.split, Review.id.not_in(done)).order_by(Review.id))
-        )
+        pending = select(Review.id).where(Review.split == self.split, Review.id.not_in(done))
+        return list(session.scalars(pending.order_by(Review.id)))
 
     def total(self, session: Session) -> int:
         return session.scalar(select(func.count(Review.id)).where(Review.split == self.split))
