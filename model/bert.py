@@ -225,10 +225,6 @@ class BertClassifier:
         groups = layer_groups(model)[frozen.layers + 1 :] if frozen else layer_groups(model)
         total = math.ceil(len(members) / config.batch_size) * config.epochs
         optimizer, scheduler = optimizer_and_schedule(groups, config, total)
-        if config.dropout is not None:
-            for module in model.modules():
-                if isinstance(module, torch.nn.Dropout):
-                    module.p = config.dropout
         model.train()
         bar = tqdm(total=total, desc=desc, unit="step", disable=not progress)
         with frozen.top_only() if frozen else nullcontext():
@@ -246,11 +242,6 @@ class BertClassifier:
         generator = torch.Generator().manual_seed(config.seed)
         # A whole-text model reads its batch in one pass; a sentence model its sentences in packed passes.
         budget = self.max_tokens if self.reads_sentences else None
-        # ``weight_average``'s moving average, by hand: torch's AveragedModel follows a module whose
-        # layers FrozenBottom swaps out during training; these are the trained parameters alone.
-        trained = [p for group in groups for p in group]
-        average = [p.detach().clone() for p in trained] if config.weight_average else None
-        steps = 0
         for epoch in range(config.epochs):
             if config.gradual_unfreezing:
                 trainable = min(epoch + 1, len(groups))  # the top groups, one more each epoch
@@ -269,18 +260,8 @@ class BertClassifier:
                 scaler.step(optimizer)
                 scaler.update()
                 scheduler.step()
-                steps += 1
-                if average is not None:  # a shorter memory at first, as TensorFlow's num_updates gives
-                    decay = min(config.weight_average, (1 + steps) / (10 + steps))
-                    with torch.no_grad():
-                        for averaged, parameter in zip(average, trained):
-                            averaged.lerp_(parameter, 1 - decay)
                 bar.update(1)
                 bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
-        if average is not None:
-            with torch.no_grad():
-                for parameter, averaged in zip(trained, average):
-                    parameter.copy_(averaged)
 
     @torch.inference_mode()
     def logits(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:

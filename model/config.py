@@ -132,14 +132,6 @@ class BertConfig(Seeded):
         1.0, ge=1.0, description="Learning-rate divisor per layer downwards (2.6 in ULMFiT; 1 = off)."
     )
     gradual_unfreezing: bool = Field(False, description="Unfreeze one layer group per epoch.")
-    weight_average: float = Field(
-        0.0, ge=0.0, lt=1.0, description="The trained weights an exponential moving average of every step's, "
-        "with this decay per step (e.g. 0.998: about the last 500 steps); 0: the last step's weights."
-    )  # fmt: skip
-    dropout: float | None = Field(
-        None, ge=0.0, lt=1.0, description="Dropout probability of every dropout layer in training; "
-        "unset: the checkpoint's own (0.1 for MiniLM and MPNet)."
-    )  # fmt: skip
     frozen_layers: int = Field(
         0, ge=0, description="Encoder layers (from the bottom, with the embeddings) left as pretrained: what they "
         "make of each training text is computed once, and training runs only the layers above (a 12-layer model "
