@@ -96,6 +96,7 @@ class Explanation:
 @dataclass
 class SentenceExplanation(Explanation):
     quality: Quality | None = None
+    samples: int = 0  # the texts its local model is fitted to: LIME's samples, or 2 (``one_sentence``)
 
 
 class Perturbations:
@@ -187,7 +188,9 @@ def explain_sentences(
     quality = faithfulness(perturbations, first.weights, memo, config.faithfulness_draws, config.seed)
     quality.target = config.lime_target
     quality.stability = rank_agreement(first.weights, second.weights)
-    return SentenceExplanation(first.weights, first.intercept, first.score, quality=quality)
+    return SentenceExplanation(
+        first.weights, first.intercept, first.score, quality=quality, samples=config.lime_samples
+    )
 
 
 def one_sentence(perturbations: Perturbations, scores: ProbaFn, target: str) -> SentenceExplanation:
@@ -197,7 +200,8 @@ def one_sentence(perturbations: Perturbations, scores: ProbaFn, target: str) -> 
     100 and width 25) shrank the sentence's weight to 0.13 of that difference: a one-line review the
     model reads as 93 % negative showed a weight of -0.33 for log-odds of -2.6."""
     whole, empty = scores([perturbations.indexed.raw, perturbations.removing([0])])[:, TARGET]
-    return SentenceExplanation([float(whole - empty)], float(empty), 1.0, quality=Quality(target=target))
+    quality = Quality(target=target)
+    return SentenceExplanation([float(whole - empty)], float(empty), 1.0, quality=quality, samples=2)
 
 
 def expected_work(text: str, sentences: Sequence[Span], config: LimeConfig) -> tuple[float, float]:

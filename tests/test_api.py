@@ -169,6 +169,7 @@ def test_predict_with_explanations(client):
         check_result(result, text, explain=True)
     assert len(results[0]["sentences"]) == 4 and len(results[1]["sentences"]) == 1
     assert results[0]["explanations"]["bert"]["samples"] == LIME_SAMPLES
+    assert results[1]["explanations"]["bert"]["samples"] == 2  # one sentence: the text and the empty one
     for result in results:
         assert set(result["explanations"]) == {"bert", "nbsvm"}
         for explanation in result["explanations"].values():

@@ -123,6 +123,7 @@ def test_a_model_that_reads_sentences_is_handed_those_each_text_keeps(sentences)
     from_sentences = explain_sentences(REVIEW, sentences, reading, config, reads_sentences=True)
     assert from_sentences.weights == from_texts.weights and from_sentences.score == from_texts.score
     assert from_sentences.quality.as_dict() == from_texts.quality.as_dict()
+    assert from_texts.samples == 64
     assert all(isinstance(t, tuple) and set(t) <= set(EVIDENCE) for t in shown)
     assert tuple(EVIDENCE) in shown and () in shown  # the whole review, and every sentence removed
     marked = Perturbations(REVIEW, sentences, reads_sentences=True)

@@ -288,6 +288,7 @@ def test_a_one_sentence_texts_weight_is_its_log_odds_against_the_empty_text(nbsv
     assert explanation.weights == pytest.approx([log_odds], abs=1e-9)
     assert explanation.intercept == pytest.approx(np.log(p_empty / (1 - p_empty)), abs=1e-9)
     assert explanation.score == 1.0 and explanation.quality.stability is None
+    assert explanation.samples == 2  # the text and the empty text, not LIME's 512
 
 
 def test_word_lime_signs_follow_the_words(nbsvm):

@@ -160,7 +160,8 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     assert len(rows) == catalogue and all(row["gold"] and row["sentences"] and row["words"] for row in rows)
     for row in rows:
         assert set(row["predictions"]) == set(row["explanations"]) == {"nbsvm", "bert"}
-        assert all(e["samples"] == 8 and e["quality"]["target"] == "log_odds" for e in row["explanations"].values())
+        samples = 2 if len(row["sentences"]) == 1 else 8  # a one-sentence review's fit is exact, of 2 texts
+        assert all(e["samples"] == samples and e["quality"]["target"] == "log_odds" for e in row["explanations"].values())
         assert row["word_explanation"]["samples"] == 20
 
 

@@ -128,7 +128,7 @@ class Worker:
         if unit["level"] == SENTENCE:
             spans = [Span(start, end, sentence) for _, start, end, sentence in unit["sentences"]]
             found = explain.explain_sentences(text, spans, model.predict_proba, lime, model.reads_sentences)
-            result["samples"] = lime.lime_samples
+            result["samples"] = found.samples
             result["quality"] = found.quality.as_dict()
             result["weights"] = [[row[0], w] for row, w in zip(unit["sentences"], found.weights)]
         else:

@@ -302,7 +302,7 @@ class ModelAnalyzer:
     def _explanation_info(self, result) -> dict:
         quality = {key: finite_or_none(value) for key, value in result.quality.as_dict().items()}
         return {
-            "samples": self.settings.lime_samples,
+            "samples": result.samples,
             "intercept": finite(result.intercept),
             "score": finite(result.score),
             "quality": quality,
