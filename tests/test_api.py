@@ -322,6 +322,20 @@ def test_the_analyze_page_uses_the_same_analyzer(client):
     assert html.status_code == 200 and "I expected a dull remake." in html.text
 
 
+def test_the_analyze_page_shows_what_a_sentence_weight_is_counted_from(client):
+    """A one-sentence text's weight and its model's starting point (the empty text's log-odds) add
+    up to the prediction's log-odds: NB-SVM, which reads the empty text as more positive than not,
+    can weigh a sentence negative in a text it calls positive, and the page says why."""
+    text = "Two hours of my life I will never get back."
+    result = client.post("/analyze.json", json={"text": text}).json()["result"]
+    [sentence] = result["sentences"]
+    for model in ("bert", "nbsvm"):
+        p = result["predictions"][model]["p_positive"]
+        assert sentence["weights"][model] + result["intercepts"][model] == pytest.approx(np.log(p / (1 - p)), abs=1e-3)
+    html = client.post("/analyze", data={"text": text}).text
+    assert "Starting point: the fit with every sentence removed" in html
+
+
 # --- GET endpoints --------------------------------------------------------------------------
 
 

@@ -158,6 +158,8 @@ async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
             model: rows.explanation_trust({**e["quality"], "score": e["score"]})
             for model, e in (result.get("explanations") or {}).items()
         },
+        # what each model's sentence weights are counted from: the text with every sentence removed
+        "intercepts": {model: e["intercept"] for model, e in (result.get("explanations") or {}).items()},
     }
     return item
 

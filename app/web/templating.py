@@ -9,7 +9,7 @@ from app.web import cards, charts, render
 from app.web.view import View
 from model.config import SENTENCE_WINDOWS
 from model.curve import point_text
-from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS, WORD_LEVEL_MODEL, short_label
+from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS, SENTENCE, WORD_LEVEL_MODEL, short_label
 from model.quality import stability_reading
 
 ROOT = Path(app_package.__file__).resolve().parent.parent
@@ -51,6 +51,9 @@ templates.env.filters.update(
     duration=_duration,
     side=short_label,
     spread=point_text,
+    sentence_intercepts=lambda explanations: {
+        e["model"]: e["intercept"] for e in explanations or () if e["level"] == SENTENCE
+    },
 )
 templates.env.globals.update(
     title_card=cards.title_card,
