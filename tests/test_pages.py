@@ -342,7 +342,8 @@ def test_review_page(web_client, web_facts):
     html = web_client.get(f"/reviews/{review['id']}?analyze=1&accuracy=1").text
     assert html.count('class="model-col"') == 2
     table = html.split('<table class="weights">')[1].split("</table>")[0]
-    assert table.count("<tr>") == web_facts["sentences"][review["id"]] + 1  # plus the header
+    assert table.count("<tr>") == web_facts["sentences"][review["id"]] + 2  # plus the header and the intercepts
+    assert "Starting point: the fit with every sentence removed" in table.split("<tfoot>")[1]
     word_view = html.split('class="text word-view">')[1].split("</div>")[0]
     assert len(re.findall(r'<span class="hl pos"[^>]*>great</span>', word_view, re.I)) == 3
     assert "Gold label:" in html and "wrong-mark" in html
