@@ -9,14 +9,13 @@ import argparse
 import re
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from app.settings import Settings
-from model.bert import BertClassifier
 from model.data import read_sst2
-from model.names import POSITIVE
-from model.trained import model_dir
+from model.metrics import classification_report
+from model.names import BERT
+from model.trained import load_trained
 
 
 def detokenized(text: str) -> str:
@@ -33,13 +32,13 @@ def main() -> None:
     parser.add_argument("--sst2", type=Path, required=True, help="SST-2's dev.tsv.")
     args = parser.parse_args()
     texts, labels = read_sst2(args.sst2)
-    model = BertClassifier.load(model_dir(Settings(data_dir=args.data_dir).models_dir, BertClassifier.key), torch.device("cpu"))
-    positive = np.array([label == POSITIVE for label in labels])
+    model = load_trained(BERT, Settings(data_dir=args.data_dir).models_dir, torch.device("cpu"))
     changed = sum(detokenized(t) != t for t in texts)
     for name, read in (("as given", texts), ("detokenized", [detokenized(t) for t in texts])):
-        predicted = model.predict_proba(read)[:, 1] > 0.5
-        print(f"SST-2 {name}: accuracy {(predicted == positive).mean():.3f}, called positive "
-              f"{predicted.mean():.3f} ({changed} of {len(texts)} sentences changed by detokenizing)", flush=True)  # fmt: skip
+        p_positive = model.predict_proba(read)[:, 1]
+        report = classification_report(labels, p_positive.tolist())
+        print(f"SST-2 {name}: accuracy {report['accuracy']:.3f}, called positive {(p_positive >= 0.5).mean():.3f} "
+              f"({changed} of {len(texts)} sentences changed by detokenizing)", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
