@@ -40,8 +40,6 @@ from model.pooling import sequence_classifier  # noqa: E402
 TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
 OFFSET = "offset"  # and of the offset added to its log-odds (app.offline.steps.calibration.Calibrate)
 OFFSET_PER = "offset_per"  # and of how often it is added (model.config.CalibrationConfig)
-HEAD_FIT_STEPS = 200  # L-BFGS iterations of ``linear_probe``'s fit
-HEAD_FIT_L2 = 1e-3  # its penalty on the head's weights (not the bias), per text
 
 
 class TooManyFrozenLayers(ValueError):
@@ -123,19 +121,6 @@ def shuffle_units(keys: Iterable[Hashable]) -> list[list[int]]:
 def epoch_order(units: list[list[int]], generator: torch.Generator) -> list[int]:
     """The text indices of ``units`` in the order of one epoch: the units shuffled, each kept whole."""
     return [text for unit in torch.randperm(len(units), generator=generator).tolist() for text in units[unit]]
-
-
-def training_loss(logits: torch.Tensor, targets: torch.Tensor, distill_loss: str) -> torch.Tensor:
-    """The batch's mean loss: cross-entropy towards the target probabilities, or with ``logit_mse`` half the
-    squared distance of the log-odds from the targets' where they are a teacher's (neither 0 nor 1)."""
-    if distill_loss == "cross_entropy":
-        return torch.nn.functional.cross_entropy(logits, targets)
-    per_text = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
-    p = targets[:, 1]
-    soft = (p > 0) & (p < 1)
-    margin = logits[:, 1] - logits[:, 0]
-    squared = 0.5 * (margin - torch.logit(p.clamp(1e-4, 1 - 1e-4))) ** 2
-    return torch.where(soft, squared, per_text).mean()
 
 
 class BertClassifier:
@@ -233,8 +218,6 @@ class BertClassifier:
         shuffled = shuffle_units(together if together is not None else range(len(texts)))
         p = torch.tensor(p_positive, dtype=torch.float32)
         targets = torch.stack([1 - p, p], dim=1)  # columns in LABELS order
-        if config.linear_probe:
-            classifier.fit_head(ids, members, p)
 
         frozen = FrozenBottom(model, config.frozen_layers) if config.frozen_layers else None
         states = frozen.states(classifier, ids, progress) if frozen else None
@@ -269,7 +252,7 @@ class BertClassifier:
             for start in range(0, len(order), config.batch_size):
                 batch = order[start : start + config.batch_size]
                 logits = self.text_logits(ids, [members[i] for i in batch], budget, states)
-                loss = training_loss(logits, targets[batch].to(device), config.distill_loss)
+                loss = torch.nn.functional.cross_entropy(logits, targets[batch].to(device))
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)
@@ -279,48 +262,6 @@ class BertClassifier:
                 scheduler.step()
                 bar.update(1)
                 bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
-
-    def fit_head(self, ids: list[list[int]], members: list[list[int]], p_positive: torch.Tensor) -> None:
-        """The sentence model's new linear layer fitted, on the pretrained encoder's mean-pooled
-        states of ``ids``, to the targets of the texts made of ``members`` (logistic regression
-        towards soft targets, L2-penalised). A text's log-odds n^E · Σ (w·e + b) are linear in
-        its features n^E · Σ e and n^E · n, so the fit is exact for the additive model."""
-        if not self.reads_sentences:
-            raise ValueError("linear_probe fits a sentence model's head (pooling 'sentences').")
-        states = self.unit_states(ids).cpu()
-        owner = torch.tensor([t for t, own in enumerate(members) for _ in own], dtype=torch.long)
-        rows = torch.tensor([i for own in members for i in own], dtype=torch.long)
-        counts = torch.tensor([len(own) for own in members], dtype=torch.float32)
-        scale = self.length_scale(counts).unsqueeze(1)
-        summed = torch.zeros(len(members), states.shape[1]).index_add(0, owner, states[rows])
-        features = torch.cat([summed, counts.unsqueeze(1)], dim=1) * scale
-        weights = torch.zeros(features.shape[1], requires_grad=True)
-        optimizer = torch.optim.LBFGS([weights], max_iter=HEAD_FIT_STEPS, line_search_fn="strong_wolfe")
-
-        def loss() -> torch.Tensor:
-            optimizer.zero_grad()
-            fitted = torch.nn.functional.binary_cross_entropy_with_logits(features @ weights, p_positive)
-            value = fitted + HEAD_FIT_L2 / 2 * weights[:-1].square().sum()
-            value.backward()
-            return value
-
-        optimizer.step(loss)
-        head = self.model.classifier
-        with torch.no_grad():
-            head.weight.copy_(weights[:-1].detach().reshape(head.weight.shape))
-            head.bias.fill_(weights[-1].item())
-
-    @torch.inference_mode()
-    def unit_states(self, ids: list[list[int]]) -> torch.Tensor:
-        """The model's mean-pooled encoder states of each of ``ids``, without dropout."""
-        training = self.model.training
-        self.model.eval()
-        states = torch.empty((len(ids), self.model.encoder.config.hidden_size), device=self.device)
-        for batch in self._batches(ids, self.max_tokens):
-            with autocast(self.device):
-                states[batch] = self.model.pooled(**self.encoder.pad([ids[i] for i in batch], self.device)).float()
-        self.model.train(training)
-        return states
 
     @torch.inference_mode()
     def logits(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:

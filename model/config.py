@@ -143,16 +143,6 @@ class BertConfig(Seeded):
         "the whole text, with the checkpoint's own head on the first token (cls) or a linear layer on the mean "
         "of the token states (mean, as sentence-transformers checkpoints are read)."
     )
-    linear_probe: bool = Field(
-        False, description="With sentences pooling, fit the new linear layer to the training targets on the "
-        "pretrained encoder's features before fine-tuning (LP-FT, Kumar et al. 2022: fine-tuning from a fitted head "
-        "distorts the pretrained features less, which helps on texts unlike the training ones)."
-    )  # fmt: skip
-    distill_loss: Literal["cross_entropy", "logit_mse"] = Field(
-        "cross_entropy", description="How the model learns a teacher's probabilities: cross_entropy towards them, "
-        "or logit_mse: the squared distance of its log-odds from the teacher's (Ba & Caruana 2014; gold labels "
-        "keep cross-entropy)."
-    )  # fmt: skip
     length_exponent: float = Field(
         0.0, ge=-1.0, le=0.0, description="With sentences pooling, a text's log-odds are its sentences' scores "
         "summed and multiplied by n ** length_exponent (n: the sentences read): 0 adds the evidence of every "

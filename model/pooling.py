@@ -40,14 +40,10 @@ class MeanPooledClassifier(torch.nn.Module):
         self.encoder.save_pretrained(directory)
         save_file({k: v.contiguous() for k, v in self.classifier.state_dict().items()}, directory / MEAN_POOLED_HEAD_FILE)
 
-    def pooled(self, input_ids=None, attention_mask=None, inputs_embeds=None) -> torch.Tensor:
-        """The mean of the token states: what the linear layer reads."""
+    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, **_) -> SequenceClassifierOutput:
         states = self.encoder(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds).last_hidden_state
         mask = attention_mask.unsqueeze(-1).to(states.dtype)
-        return (states * mask).sum(1) / mask.sum(1).clamp(min=1)
-
-    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, **_) -> SequenceClassifierOutput:
-        pooled = self.pooled(input_ids, attention_mask, inputs_embeds)
+        pooled = (states * mask).sum(1) / mask.sum(1).clamp(min=1)
         return SequenceClassifierOutput(logits=self.classifier(self.dropout(pooled)))
 
 

@@ -44,7 +44,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ablation import spread
 from curve_steps import built_pipeline
@@ -93,16 +92,11 @@ VARIANTS: dict[str, dict] = {
     # cuts4 at half the learning rate (a moving average of the weights and dropout off were tried
     # beside it at commit edd9149 and removed: model/README.md)
     "cuts4-lr5e-5": {"unlabeled": 2000, "cuts": 4, "learning_rate": 5e-5},
-    # cuts4 learning the teacher's log-odds by their squared distance rather than its probabilities
-    # by cross-entropy: does matching its surest readings bring the student closer on short texts?
-    "cuts4-mse": {"unlabeled": 2000, "cuts": 4, "distill_loss": "logit_mse"},
-    # cuts4 with the new head first fitted on the pretrained MiniLM's features (LP-FT, Kumar et al.
-    # 2022): does fine-tuning that distorts the pretrained features less read short texts better?
-    # Then its weights mixed with its starting point's (the fitted head on the pretrained encoder)
-    # at each share of the fine-tuned ones (WiSE-FT, Wortsman et al. 2022).
-    "cuts4-lp": {"unlabeled": 2000, "cuts": 4, "linear_probe": True, "ensembles": [0.8, 0.6]},
+    # (the teacher's log-odds learnt by squared distance, cuts4-mse; the head first fitted on the
+    # pretrained features, cuts4-lp (LP-FT), and its weights mixed with that start (WiSE-FT): tried
+    # at commit a1402d5 and removed, model/README.md)
 }
-STUDY_KEYS = ("unlabeled", "cuts", "together", "target_temperature", "whole", "ensembles")  # a variant's keys that are not BertConfig's
+STUDY_KEYS = ("unlabeled", "cuts", "together", "target_temperature", "whole")  # a variant's keys that are not BertConfig's
 
 
 def export(data_dir: Path, imdb: str, sst2: Path | None, out: Path) -> None:
@@ -195,10 +189,8 @@ def student_data(study: dict, unlabeled: int, cuts: int, whole: bool = True) -> 
     return texts, targets, keys
 
 
-def train_and_judge(study: dict, variant: dict, base_model: str | None, device) -> list[dict]:
-    """The student of ``variant`` trained on ``study``'s labels, offset as the build's, and its figures;
-    then, for each share in the variant's ``ensembles``, those of its weights mixed with its starting
-    point's (WiSE-FT, Wortsman et al. 2022: that share of the fine-tuned weights)."""
+def train_and_judge(study: dict, variant: dict, base_model: str | None, device) -> dict:
+    """The student of ``variant`` trained on ``study``'s labels, offset as the build's, and its figures."""
     config = BertConfig.model_validate(
         {**study["config"], **{k: v for k, v in variant.items() if k not in STUDY_KEYS}}
         | ({"base_model": base_model} if base_model else {})
@@ -212,27 +204,11 @@ def train_and_judge(study: dict, variant: dict, base_model: str | None, device) 
     together = keys if variant.get("together") else None
     model = BertClassifier.fit(texts, targets, config, device, progress=False, together=together)
     trained = time.perf_counter() - started
-    results = [{"seed": study["seed"], "texts": len(texts), "train_s": round(trained, 1), **judge(study, model)}]
-    if variant.get("ensembles"):
-        fine_tuned = {k: v.clone() for k, v in model.model.state_dict().items()}
-        start = BertClassifier.pretrained(config, device)
-        if config.linear_probe:
-            start.fit_head(*start.read_units(texts), torch.tensor(targets, dtype=torch.float32))
-        start = start.model.state_dict()
-        for share in variant["ensembles"]:
-            model.model.load_state_dict({k: share * v + (1 - share) * start[k] for k, v in fine_tuned.items()})
-            results.append({"seed": study["seed"], "texts": len(texts), "share": share, **judge(study, model)})
-    return results
-
-
-def judge(study: dict, model: BertClassifier) -> dict:
-    """``model`` offset as the build offsets it, and its figures on ``study``'s sets and length table."""
-    started = time.perf_counter()
     labels = study["train"][1]
     prior = study["prior"]
     prior = [r[0] for r in study["unlabeled"][:prior]] if isinstance(prior, int) else prior
     set_prior_offset(model, prior, labels.count(POSITIVE) / len(labels), study["offset_per"])
-    result = {"offset": model.offset}
+    result = {"seed": study["seed"], "texts": len(texts), "train_s": round(trained, 1), "offset": model.offset}
     for name in ("eval", "catalogue", "sst2"):
         if study[name]:
             texts_, gold = study[name]
@@ -240,7 +216,7 @@ def judge(study: dict, model: BertClassifier) -> dict:
             result[name], result[f"{name}_ece"] = report["accuracy"], report["ece"]
     cut_texts, cut_labels, bands = length_set(*study["eval"])
     result["bands"] = band_accuracies(cut_labels, model.predict_proba(cut_texts)[:, 1], bands)
-    result["judge_s"] = round(time.perf_counter() - started, 1)
+    result["judge_s"] = round(time.perf_counter() - started - trained, 1)
     return result
 
 
@@ -250,18 +226,15 @@ def run(paths: list[Path], variants: list[str], base_model: str | None, device_n
         with gzip.open(path, "rt", encoding="utf-8") as f:
             study = json.load(f)
         for name in variants:
-            for figures in train_and_judge(study, VARIANTS[name], base_model, device):
-                mixed = f"@{figures['share']}" if "share" in figures else ""
-                result = {**VARIANTS[name], **figures, "variant": name + mixed}
-                bands = " / ".join(f"{a:.3f}" for a in result["bands"])
-                trained = f"trained in {result['train_s']:.0f} s, " if "train_s" in result else ""
-                print(f"{name}{mixed}, seed {result['seed']}: eval {result['eval']:.3f}, catalogue {result['catalogue']:.3f}, "
-                      f"SST-2 {result.get('sst2', float('nan')):.3f}, bands {bands}, ECE eval {result['eval_ece']:.3f} / "
-                      f"SST-2 {result.get('sst2_ece', float('nan')):.3f}; {result['texts']} texts {trained}"
-                      f"judged in {result['judge_s']:.0f} s on {device}", flush=True)  # fmt: skip
-                if out:
-                    with open(out, "a") as f:
-                        f.write(json.dumps(result) + "\n")
+            result = {"variant": name, **VARIANTS[name], **train_and_judge(study, VARIANTS[name], base_model, device)}
+            bands = " / ".join(f"{a:.3f}" for a in result["bands"])
+            print(f"{name}, seed {result['seed']}: eval {result['eval']:.3f}, catalogue {result['catalogue']:.3f}, "
+                  f"SST-2 {result.get('sst2', float('nan')):.3f}, bands {bands}, ECE eval {result['eval_ece']:.3f} / "
+                  f"SST-2 {result.get('sst2_ece', float('nan')):.3f}; {result['texts']} texts trained in "
+                  f"{result['train_s']:.0f} s, judged in {result['judge_s']:.0f} s on {device}", flush=True)  # fmt: skip
+            if out:
+                with open(out, "a") as f:
+                    f.write(json.dumps(result) + "\n")
 
 
 def summary(path: Path) -> None:
@@ -277,9 +250,8 @@ def summary(path: Path) -> None:
         )  # fmt: skip
         bands = " / ".join(spread([r["bands"][i] for r in results]) for i in range(len(BAND_NAMES)))
         seeds = ", ".join(str(r["seed"]) for r in sorted(results, key=lambda r: r["seed"]))
-        trained = [r["train_s"] for r in results if "train_s" in r]  # a mix of weights is not trained
-        training = f"; training median {statistics.median(trained):.0f} s" if trained else ""
-        print(f"{name} (seeds {seeds}): {figures}; bands {bands}{training}", flush=True)
+        train_s = statistics.median(r["train_s"] for r in results)
+        print(f"{name} (seeds {seeds}): {figures}; bands {bands}; training median {train_s:.0f} s", flush=True)
 
 
 def main() -> None:
