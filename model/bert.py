@@ -40,10 +40,20 @@ from model.pooling import sequence_classifier  # noqa: E402
 TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
 OFFSET = "offset"  # and of the offset added to its log-odds (app.offline.steps.calibration.Calibrate)
 OFFSET_PER = "offset_per"  # and of how often it is added (model.config.CalibrationConfig)
+# and of the folder, beside its own, of the model that reads its texts of one sentence (model.config.ServingConfig)
+ONE_SENTENCE_READER = "one_sentence_reader"
 
 
 class TooManyFrozenLayers(ValueError):
     """``frozen_layers`` leaves none of the checkpoint's encoder layers to train."""
+
+
+class ReaderUnavailable(Exception):
+    """The model that a model hands its texts of one sentence to (``directory``) cannot be loaded."""
+
+    def __init__(self, directory: Path, error: Exception):
+        super().__init__(str(error))
+        self.directory = directory
 
 
 class PassThrough(torch.nn.Module):
@@ -141,6 +151,7 @@ class BertClassifier:
         int8: bool = False,
         offset: float = 0.0,
         offset_per: str = PER_SENTENCE,
+        one_sentence_reader: "BertClassifier | None" = None,
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -165,6 +176,9 @@ class BertClassifier:
         self.int8 = int8
         # A sentence model: it reads a text's sentences, and takes a text given as ``Sentences``.
         self.reads_sentences = config.pooling == SENTENCES
+        # Another model that ``predict_proba`` hands a text of one sentence to (the distill recipe's
+        # teacher, which reads one-line reviews better than its student), or None.
+        self.one_sentence_reader = one_sentence_reader
 
     @classmethod
     def pretrained(cls, config: BertConfig, device: torch.device) -> "BertClassifier":
@@ -360,9 +374,33 @@ class BertClassifier:
             start = end
 
     def predict_proba(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
-        """Class probabilities (negative, positive), one row per text, calibrated (offset and temperature)."""
+        """Class probabilities (negative, positive), one row per text, calibrated (offset and temperature).
+
+        With a ``one_sentence_reader``, a text of one sentence given as a string is that model's to
+        read; every other text is this model's: a longer one, an empty one, and one given as
+        ``Sentences`` (what an explanation scores of a text, ``model.explain.Perturbations``), so
+        that a text's explanation asks the network that read it."""
+        reader = self.one_sentence_reader
+        if reader is None:
+            return self.own_proba(texts, max_tokens)
+        split = [t if isinstance(t, Sentences) else Sentences(s.text for s in split_sentences(t)) for t in texts]
+        alone = np.array([len(s) == 1 and not isinstance(t, Sentences) for t, s in zip(texts, split)], dtype=bool)
+        own = split if self.reads_sentences else texts  # a sentence model is handed the sentences split here
+        p = np.empty((len(texts), len(LABELS)), dtype=np.float32)
+        if alone.any():
+            p[alone] = reader.predict_proba([t for t, one in zip(texts, alone) if one], max_tokens)
+        if not alone.all():
+            p[~alone] = self.own_proba([t for t, one in zip(own, alone) if not one], max_tokens)
+        return p
+
+    def own_proba(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
+        """``predict_proba`` of this model's own network, whatever the length of the texts."""
         scores = torch.from_numpy(self.logits(texts, max_tokens)) / self.temperature
         return torch.softmax(scores, dim=-1).numpy()
+
+    def reads_alone(self, text: str) -> bool:
+        """Whether ``predict_proba`` hands ``text`` to the ``one_sentence_reader``."""
+        return self.one_sentence_reader is not None and len(split_sentences(text)) == 1
 
     def save(self, directory: Path, meta: dict | None = None) -> None:
         """Write model, tokenizer and config (plus ``meta`` facts) to ``directory`` atomically."""
@@ -385,4 +423,10 @@ class BertClassifier:
             model = int8_linears(model)
         temperature, offset = meta.get(TEMPERATURE, 1.0), meta.get(OFFSET, 0.0)
         offset_per = meta.get(OFFSET_PER, PREDATING_VALUES[OFFSET_PER])
-        return cls(model, tokenizer, device, config, max_tokens, temperature, int8, offset, offset_per)
+        reader = None
+        if folder := meta.get(ONE_SENTENCE_READER):
+            try:
+                reader = cls.load(directory.parent / folder, device, max_tokens, cpu_int8)
+            except Exception as error:
+                raise ReaderUnavailable(directory.parent / folder, error) from error
+        return cls(model, tokenizer, device, config, max_tokens, temperature, int8, offset, offset_per, reader)

@@ -125,7 +125,9 @@ class Perturbations:
         return lambda texts: predict_proba([self.model_input(t) for t in texts])
 
     def model_input(self, perturbed: str) -> str | Sentences:
-        if self.reads_sentences:
+        # The text itself goes as it is, read as for its prediction (by a BERT whose
+        # one_sentence_reader reads it when it is one sentence: model.bert.BertClassifier.predict_proba).
+        if self.reads_sentences and perturbed != self.indexed.raw:
             return Sentences(self.kept(perturbed))
         return perturbed.replace(REMOVED, "") if self.mask else perturbed
 

@@ -18,6 +18,7 @@ WORD_LEVEL_MODEL = NBSVM  # the model explained word by word too (the report com
 # The distill recipe (model.config.RecipeConfig): a teacher, not shown on the site, labels
 # unlabeled reviews for the student, which is the model the site shows as BERT.
 TEACHER, STUDENT = "teacher", BERT
+STUDENT_NETWORK = "student"  # what the API calls the network of STUDENT, beside the TEACHER that may read for it
 
 # Review.split: the role a review plays. Reviews posted by users are shown with the
 # catalogue, so they take the catalogue split (and source "user").

@@ -12,7 +12,7 @@ from typing import ClassVar, Protocol
 import numpy as np
 import torch
 
-from model.bert import BertClassifier
+from model.bert import BertClassifier, ReaderUnavailable
 from model.config import Seeded
 from model.names import DISPLAY_NAMES
 from model.nbsvm import NbsvmClassifier
@@ -66,6 +66,13 @@ def load_trained(
     directory = model_dir(models_dir, name)
     try:
         return CLASSIFIERS[name].load(directory, device, max_tokens, cpu_int8)
+    except ReaderUnavailable as error:
+        raise ModelUnavailable(
+            f"The {DISPLAY_NAMES[name]} model in {directory} hands texts of one sentence to the model in "
+            f"{error.directory}, which cannot be loaded ({error}); delete that folder and run `textflix build` "
+            "to train it again.",
+            name,
+        ) from error
     except FileNotFoundError:
         raise ModelUnavailable(
             f"No trained {DISPLAY_NAMES[name]} model in {directory}: run `textflix build` to train it.", name

@@ -26,7 +26,8 @@ from app.settings import Settings
 from app.web.batching import MicroBatcher
 from app.web.errors import ServerStopping
 from app.web.main import create_app
-from model.bert import BertClassifier
+from model.artifacts import update_meta
+from model.bert import OFFSET, ONE_SENTENCE_READER, BertClassifier
 from model.config import MINILM, BertConfig
 from model.quality import QUALITY_FIELDS, fit_reading, is_weak
 from tests.conftest import _short_train_reviews, serve_in_thread, serve_process
@@ -228,6 +229,39 @@ def test_a_server_with_a_sentence_pooled_bert_explains_it_exactly(tmp_path, api_
     own = np.diff(bert.logits([sentence["text"] for sentence in result["sentences"]]), axis=1)[:, 0]
     assert np.corrcoef(weights, own)[0, 1] > 0.99, (weights, own, explanation["score"])
     assert explanation["score"] > 0.95 and explanation["quality"]["stability"] == pytest.approx(1.0)
+
+
+def test_a_server_whose_bert_hands_one_sentence_texts_to_its_teacher_says_so_and_explains_each_by_its_reader(
+    tmp_path, api_data_dir
+):
+    """--one-sentence-reader teacher: over HTTP, a text of one sentence is the teacher's to read and to
+    explain, and a longer one the student's, its LIME texts read sentence by sentence."""
+    shutil.copytree(api_data_dir, tmp_path, dirs_exist_ok=True)
+    student = BertClassifier.load(tmp_path / "models" / "bert", torch.device("cpu"))
+    assert student.reads_sentences
+    teacher = BertClassifier.pretrained(BertConfig(base_model=MINILM, max_length=64, pooling="cls", seed=3), torch.device("cpu"))
+    teacher.offset = -2.0  # an untrained head reads every text near even odds
+    teacher.save(tmp_path / "models" / "teacher", {OFFSET: teacher.offset})
+    update_meta(tmp_path / "models" / "bert", {ONE_SENTENCE_READER: "teacher"})
+    one = "A wonderful, moving film with brilliant acting."
+    with TestClient(create_app(api_settings(tmp_path, lime_samples=128))) as routed_client:
+        response = routed_client.post("/api/predict", json={"texts": [one, REVIEW], "explain": True})
+        pages = [routed_client.post("/analyze", data={"text": text}).text for text in (one, REVIEW)]
+    assert response.status_code == 200, response.text
+    note = "Read whole by the larger model BERT learnt from, as is every text of one sentence."
+    assert pages[0].count(note) == 1 and note not in pages[1]
+    alone, longer = response.json()["results"]
+    assert alone["predictions"]["bert"]["read_by"] == "teacher" and longer["predictions"]["bert"]["read_by"] == "student"
+    assert "read_by" not in alone["predictions"]["nbsvm"]
+    p_teacher = teacher.predict_proba([one])[0, 1]
+    assert alone["predictions"]["bert"]["p_positive"] == pytest.approx(p_teacher, abs=1e-4) and p_teacher < 0.2
+    assert alone["sentences"][0]["weights"]["bert"] == pytest.approx(np.log(p_teacher / (1 - p_teacher)), abs=1e-3)
+    assert longer["predictions"]["bert"]["p_positive"] == pytest.approx(student.predict_proba([REVIEW])[0, 1], abs=1e-4)
+    explanation = longer["explanations"]["bert"]
+    weights = [sentence["weights"]["bert"] for sentence in longer["sentences"]]
+    own = np.diff(student.logits([sentence["text"] for sentence in longer["sentences"]]), axis=1)[:, 0]
+    assert np.corrcoef(weights, own)[0, 1] > 0.99, (weights, own, explanation["score"])
+    assert explanation["score"] > 0.95
 
 
 def test_predict_stores_nothing(client, api_data_dir):

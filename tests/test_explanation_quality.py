@@ -18,7 +18,7 @@ from model.explain import (
     top_count,
 )
 from model.quality import LOG_ODDS, PROBABILITY
-from model.sentences import split_sentences
+from model.sentences import Sentences, split_sentences
 
 # Each sentence carries a known amount of evidence, in log-odds of "positive", read by a
 # model that adds up the evidence of the sentences it is shown.
@@ -111,7 +111,8 @@ def test_one_sentence_has_no_figures_to_compare():
 
 def test_a_model_that_reads_sentences_is_handed_those_each_text_keeps(sentences):
     """The additive model reads a text's sentences, split or given: handed the kept sentences instead
-    of texts to split, it explains to the same weights and figures, and it is never shown a mark."""
+    of texts to split (and the text itself whole, as for its prediction), it explains to the same
+    weights and figures, and it is never shown a mark."""
     shown = []
 
     def reading(texts):
@@ -124,8 +125,8 @@ def test_a_model_that_reads_sentences_is_handed_those_each_text_keeps(sentences)
     assert from_sentences.weights == from_texts.weights and from_sentences.score == from_texts.score
     assert from_sentences.quality.as_dict() == from_texts.quality.as_dict()
     assert from_texts.samples == 64
-    assert all(isinstance(t, tuple) and set(t) <= set(EVIDENCE) for t in shown)
-    assert tuple(EVIDENCE) in shown and () in shown  # the whole review, and every sentence removed
+    assert all(t == REVIEW or isinstance(t, Sentences) and set(t) <= set(EVIDENCE) for t in shown)
+    assert REVIEW in shown and () in shown  # the whole review, and every sentence removed
     marked = Perturbations(REVIEW, sentences, reads_sentences=True)
     assert marked.kept(marked.removing([0, 4])) == [s.text for i, s in enumerate(sentences) if i not in (0, 4)]
     # a text that holds the mark already: LIME removes sentences outright, and the model reads texts

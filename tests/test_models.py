@@ -1,13 +1,14 @@
 """NB-SVM and BERT learn from small real sets; LIME weights follow the sentiment of a sentence."""
 
 import random
+import shutil
 
 import numpy as np
 import pytest
 import torch
 
 import model.devices
-from model.bert import BertClassifier, FrozenBottom, epoch_order, shuffle_units
+from model.bert import OFFSET, ONE_SENTENCE_READER, BertClassifier, FrozenBottom, epoch_order, shuffle_units
 from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.devices import resolve_device
 from model.encoding import head_and_tail, head_and_tail_sentences
@@ -21,7 +22,8 @@ from model.metrics import (
     tempered_p_positive,
 )
 from model.nbsvm import NbsvmClassifier, stemmed_tokens
-from model.sentences import split_sentences
+from model.sentences import Sentences, split_sentences
+from model.trained import ModelUnavailable, load_trained
 
 POSITIVE = "This is a wonderful, moving film with brilliant acting and a beautiful story."
 NEGATIVE = "This is a dreadful, boring film with terrible acting and a stupid story."
@@ -90,6 +92,39 @@ def test_bert_save_and_load_give_the_same_predictions(tmp_path):
     assert loaded.config.max_length == 64
     with pytest.raises(FileNotFoundError, match="no trained BERT model"):
         BertClassifier.load(tmp_path / "missing", resolve_device("cpu"))
+
+
+def test_a_bert_hands_its_texts_of_one_sentence_to_its_reader_and_each_text_is_explained_by_its_reader(tmp_path):
+    """--one-sentence-reader teacher: a one-sentence text is the teacher's, and so is its exact explanation
+    (its log-odds against the empty text, which no network reads: even odds); everything else is the
+    student's, every text a longer text's explanation scores included."""
+    cpu = resolve_device("cpu")
+    student = BertClassifier.pretrained(BertConfig(base_model=MINILM, max_length=64, pooling="sentences", seed=1), cpu)
+    teacher = BertClassifier.pretrained(BertConfig(base_model=MINILM, max_length=64, pooling="cls", seed=2), cpu)
+    student.save(tmp_path / "bert", {ONE_SENTENCE_READER: "teacher"})
+    teacher.save(tmp_path / "teacher", {OFFSET: 2.0})  # untrained heads read every text near even odds
+    teacher = BertClassifier.load(tmp_path / "teacher", cpu)
+    served = BertClassifier.load(tmp_path / "bert", cpu)
+    one, two = POSITIVE, f"{POSITIVE} {NEGATIVE}"
+    assert served.reads_alone(one) and not served.reads_alone(two) and not student.reads_alone(one)
+    p = served.predict_proba([one, two, Sentences([one]), ""])
+    assert teacher.predict_proba([one])[0, 1] > 0.8 > student.predict_proba([one])[0, 1]
+    assert p[0] == pytest.approx(teacher.predict_proba([one])[0], abs=1e-4)
+    assert p[1:] == pytest.approx(student.predict_proba([two, Sentences([one]), ""]), abs=1e-4)
+    assert p[3, 1] == pytest.approx(0.5)
+
+    lime = LimeConfig(lime_samples=32, seed=0)
+    alone = explain_sentences(one, split_sentences(one), served.predict_proba, lime, reads_sentences=True)
+    assert alone.weights == pytest.approx([np.log(p[0, 1] / p[0, 0])], abs=1e-3) and alone.intercept == pytest.approx(0)
+    read = []
+    reader_proba = served.one_sentence_reader.predict_proba
+    served.one_sentence_reader.predict_proba = lambda texts, max_tokens=None: read.append(texts) or reader_proba(texts)
+    longer = explain_sentences(two, split_sentences(two), served.predict_proba, lime, reads_sentences=True)
+    assert read == [] and len(longer.weights) == 2
+
+    shutil.rmtree(tmp_path / "teacher")
+    with pytest.raises(ModelUnavailable, match=r"hands texts of one sentence to the model in .*teacher, which cannot be loaded"):
+        load_trained("bert", tmp_path, cpu)
 
 
 @pytest.mark.slow

@@ -510,6 +510,7 @@ def test_about_marks_a_distill_build_s_served_model_and_its_teacher(tmp_path):
     facts = page.split('<dl class="facts">')[1].split("</dl>")[0]
     assert "for 2 epochs on the 500 labelled reviews plus 4,000 unlabeled reviews of the IMDB train split" in facts
     assert "<dt>Teacher</dt><dd>The pretrained encoder <code>sentence-transformers/all-mpnet-base-v2</code>" in facts
+    assert "It reads BERT's texts of one sentence" in facts and "not shown on the site" not in facts
     for reviews_labelled, whole in ((None, "2,000"), (0, "0")):  # a build before --label-reviews, one with it off
         steps = DISTILL_RUN["steps"]
         labels = {**steps["pseudo_label"], "unlabeled": 2000, "teacher_cuts": 7866}

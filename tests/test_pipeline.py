@@ -114,6 +114,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     calibration = record["steps"]["calibrate"]
     assert calibration["folds"] == 2 and calibration["temperature"] > 0 and calibration["offset_per"] == "sentence"
     assert calibration["prior_reviews"] == 40 and calibration["share_positive"] == 0.5
+    assert calibration["one_sentence_reader"] is None  # the plain recipe has no teacher
     meta = json.loads((tmp_path / "data" / "models" / "bert" / "textflix.json").read_text())
     assert (meta["temperature"], meta["offset"]) == (calibration["temperature"], calibration["offset"])
     # the served BERT reads the 40 unlabeled reviews as positive with mean probability one half

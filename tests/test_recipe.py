@@ -20,6 +20,7 @@ from app.offline.steps.data import ReadData
 from app.offline.steps.training import PSEUDO_LABEL_CHUNK, TrainTeacher, label_chunks
 from app.settings import Settings
 from model.config import AUTO, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
+from model.bert import BertClassifier
 from model.data import RawReview, UnlabeledReview, read_unlabeled, sample_unlabeled
 from model.names import MODEL_META_FILE
 from model.sentences import split_sentences
@@ -125,6 +126,12 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     student = json.loads((data / "models" / "bert" / MODEL_META_FILE).read_text())
     assert student["base_model"] == MINILM and student["epochs"] == 1 and student["pooling"] == "sentences"
     assert json.loads((data / "models" / "teacher" / MODEL_META_FILE).read_text())["pooling"] == "cls"
+    # the served BERT hands its texts of one sentence to the teacher (--one-sentence-reader teacher)
+    assert record["calibrate"]["one_sentence_reader"] == student["one_sentence_reader"] == "teacher"
+    served, teacher = (BertClassifier.load(data / "models" / name, torch.device("cpu")) for name in ("bert", "teacher"))
+    one, two = "A fine, warm film.", "A fine, warm film. I would see it again."
+    assert served.predict_proba([one]) == pytest.approx(teacher.predict_proba([one]), abs=1e-4)
+    assert served.predict_proba([two]) == pytest.approx(served.own_proba([two]), abs=1e-4)
 
 
 def test_recipe_auto_is_made_concrete_before_a_build_stores_it(tmp_path):

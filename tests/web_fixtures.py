@@ -277,7 +277,7 @@ DISTILL_RUN = {
         "bert": {"seconds": 800.0, "recipe": "distill", "labelled": 500, "teacher_labelled": 4000, "teacher": "teacher",
                  "epochs": 2},
         "calibrate": {"seconds": 600.0, "folds": 5, "temperature": 1.62, "offset": -0.41, "prior_reviews": 1000,
-                      "share_positive": 0.5},
+                      "share_positive": 0.5, "one_sentence_reader": "teacher"},
     },
     "metrics": {
         **RUN["metrics"],

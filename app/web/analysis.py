@@ -27,6 +27,7 @@ import resource
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -34,7 +35,7 @@ import numpy as np
 from app.settings import Settings
 from app.web.batching import BACKGROUND, CALL_WEIGHT, FULL_TEXT_CHARS, MicroBatcher, ProbaFn, WorkLimiter, analysis_cost
 from model.config import LimeConfig
-from model.names import DISPLAY_NAMES, MODELS, label_of
+from model.names import DISPLAY_NAMES, MODELS, STUDENT_NETWORK, TEACHER, label_of
 from model.quality import assessment
 from model.sentences import Span, split_sentences
 
@@ -114,18 +115,16 @@ def load_analyzer(settings: Settings) -> Analyzer:
         torch.set_num_threads(settings.inference_threads)
     try:
         device = resolve_device(settings.device)
-        models = {
-            name: load_trained(
-                name, settings.models_dir, device, settings.inference_max_tokens, settings.cpu_int8
-            ).predict_proba
+        loaded = {
+            name: load_trained(name, settings.models_dir, device, settings.inference_max_tokens, settings.cpu_int8)
             for name in MODELS
         }
     except ModelUnavailable as error:
         log.error("The API cannot analyse reviews: %s The pages still serve the database.", error)
         # What clients are told: no paths, no exception text (those are in the log).
         return NoModels(f"the {DISPLAY_NAMES[error.model]} model is missing or damaged; run `textflix build` to train it.")
-    for predict in models.values():  # warm up (CUDA context, kernels, caches) before the first request
-        predict(["A warm-up sentence. It was fine."])
+    for model in loaded.values():  # warm up (CUDA context, kernels, caches) before the first request
+        model.predict_proba(["A warm-up sentence. It was fine.", "A warm-up sentence."])
     name = str(device)
     if device.type == "cuda":
         import torch
@@ -135,7 +134,26 @@ def load_analyzer(settings: Settings) -> Analyzer:
         "Models loaded from %s on %s in %.1f s; this server process (pid %d) holds %s MB of memory at its peak.",
         settings.models_dir, name, time.perf_counter() - started, os.getpid(), f"{peak_memory_mb():,.0f}",
     )  # fmt: skip
-    return ModelAnalyzer(models, settings, name, settings.batch_max_weight or CALL_WEIGHT[device.type])
+    return analyzer_of(loaded, settings, name, settings.batch_max_weight or CALL_WEIGHT[device.type])
+
+
+def analyzer_of(loaded: dict, settings: Settings, device: str = "cpu", call_weight: float = 8) -> "ModelAnalyzer":
+    """A ``ModelAnalyzer`` of trained models (``model.trained.Classifier``, by name): LIME's texts go as
+    their sentences to a model that reads sentences, and a BERT that hands some texts to its
+    teacher says which network read each."""
+    return ModelAnalyzer(
+        {name: model.predict_proba for name, model in loaded.items()},
+        settings,
+        device,
+        call_weight,
+        reads_sentences={name: model.reads_sentences for name, model in loaded.items()},
+        read_by={name: network_of(model) for name, model in loaded.items() if getattr(model, "one_sentence_reader", None)},
+    )
+
+
+def network_of(model) -> Callable[[str], str]:
+    """Which network of a model with a ``one_sentence_reader`` reads a text: the teacher or the student."""
+    return lambda text: TEACHER if model.reads_alone(text) else STUDENT_NETWORK
 
 
 def peak_memory_mb() -> float:
@@ -182,8 +200,20 @@ class ModelAnalyzer:
 
     problem: str | None = None
 
-    def __init__(self, models: dict[str, ProbaFn], settings: Settings, device: str = "cpu", call_weight: float = 8):
+    def __init__(
+        self,
+        models: dict[str, ProbaFn],
+        settings: Settings,
+        device: str = "cpu",
+        call_weight: float = 8,
+        reads_sentences: dict[str, bool] | None = None,
+        read_by: dict[str, Callable[[str], str]] | None = None,
+    ):
+        """``reads_sentences``: the models that take a text as its ``Sentences`` (LIME's texts go to
+        them so); ``read_by``: for a model that hands some texts to another network, which reads a text."""
         self.settings = settings
+        self.reads_sentences = reads_sentences or {}
+        self.read_by = read_by or {}
         self.device = device
         window = settings.batch_window_ms / 1000.0
         self.batchers = {
@@ -243,6 +273,8 @@ class ModelAnalyzer:
             for name in self.batchers:
                 p = float(p_positive[name][index])
                 predictions[name] = {"label": label_of(p), "p_positive": p}
+                if name in self.read_by:
+                    predictions[name]["read_by"] = self.read_by[name](texts[index])
             results.append({"predictions": predictions})
         for result, explanation in zip(results, explanations):
             result.update(explanation)
@@ -314,4 +346,5 @@ class ModelAnalyzer:
         from model.explain import explain_sentences
 
         scorer = call.scorer(self.batchers[name])
-        return explain_sentences(text, spans, scorer, self.settings.group(LimeConfig))
+        lime = self.settings.group(LimeConfig)
+        return explain_sentences(text, spans, scorer, lime, self.reads_sentences.get(name, False))

@@ -28,7 +28,7 @@ import numpy as np
 
 from app.web.errors import ServerBusy, ServerStopping
 from model.config import SENTENCE_WINDOWS, LimeConfig
-from model.sentences import Span
+from model.sentences import Sentences, Span
 
 log = logging.getLogger("textflix")
 ProbaFn = Callable[[list[str]], np.ndarray]
@@ -43,10 +43,11 @@ CALL_WEIGHT = {"cpu": 8, "cuda": 256}
 LONGEST_WEIGHT = {URGENT: SENTENCE_WINDOWS, BACKGROUND: 1.0}
 
 
-def text_weight(text: str, most: float) -> float:
+def text_weight(text: str | Sentences, most: float) -> float:
     """How much of a model call a text takes: 1 when it fills BERT's window, less when shorter, and
-    up to ``most`` when longer."""
-    return max(0.01, min(most, len(text) / FULL_TEXT_CHARS))
+    up to ``most`` when longer. A text given as its sentences (LIME's, for a sentence model) counts their characters."""
+    chars = sum(map(len, text)) if isinstance(text, Sentences) else len(text)
+    return max(0.01, min(most, chars / FULL_TEXT_CHARS))
 
 
 def analysis_cost(

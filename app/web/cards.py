@@ -15,7 +15,7 @@ from markupsafe import Markup, escape
 
 from app.web.render import Pieces, cut, highlight, model_bars, number, percent
 from app.web.view import View
-from model.names import DISPLAY_NAMES, MAIN_MODEL, short_label
+from model.names import DISPLAY_NAMES, MAIN_MODEL, TEACHER, short_label
 
 
 def meta_line(movie: dict) -> Markup:
@@ -51,13 +51,15 @@ def label_text(label: str) -> str:
 
 # After a prediction, by ``correct``: None (accuracy off, or no gold label) says nothing.
 _CORRECTNESS = {False: ' <strong class="wrong-mark">✗ wrong</strong>', True: ' <span class="right-mark">✓ right</span>'}
+# Said of a prediction that BERT's teacher made (app.web.analysis: a text of one sentence).
+_READ_BY = {TEACHER: '<br><span class="read-by">Read whole by the larger model BERT learnt from, as is every text of one sentence.</span>'}
 
 
 def prediction(p: dict) -> Markup:
     """A model's prediction for one review: label, confidence, and right or wrong with accuracy on."""
     return Markup(
         f'<p class="prediction">{label_badge(p["label"])} <span class="confidence">{percent(p["confidence"])} confident</span>'
-        f'{_CORRECTNESS.get(p.get("correct"), "")}</p>'
+        f'{_CORRECTNESS.get(p.get("correct"), "")}{_READ_BY.get(p.get("read_by"), "")}</p>'
     )
 
 

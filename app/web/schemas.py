@@ -79,6 +79,10 @@ class ModelPrediction(PredictedLabel):
     correct: bool | None = Field(
         None, description="POST /api/reviews with a `label`: whether the prediction matches it."
     )
+    read_by: Literal["teacher", "student"] | None = Field(
+        None, description="BERT of a distill build: the network that read the text, the teacher for a text of one "
+        "sentence (`--one-sentence-reader teacher`, the default), else the student (the served MiniLM)."
+    )  # fmt: skip
 
 
 def per_model(name: str, value: type) -> type[BaseModel]:

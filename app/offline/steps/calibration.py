@@ -1,7 +1,7 @@
 """The calibration of the served BERT model (``Calibrate``): its offset, fitted on unlabeled
-reviews, and its temperature, fitted on held-out folds of the training reviews. The offset is
-fitted the same way for any BERT (``set_prior_offset`` on ``prior_texts``), as the learning
-curve's are."""
+reviews, and its temperature, fitted on held-out folds of the training reviews; and which network
+reads a text of one sentence. The offset is fitted the same way for any BERT (``set_prior_offset``
+on ``prior_texts``), as the learning curve's are."""
 
 import logging
 
@@ -12,11 +12,11 @@ from tqdm import tqdm
 from app.offline.pipeline import Pipeline, Step
 from app.offline.steps.training import Train, load_trained_bert, pretrained
 from model.artifacts import read_meta, update_meta
-from model.bert import OFFSET, OFFSET_PER, TEMPERATURE, BertClassifier
-from model.config import CalibrationConfig
+from model.bert import OFFSET, OFFSET_PER, ONE_SENTENCE_READER, TEMPERATURE, BertClassifier
+from model.config import DISTILL, CalibrationConfig
 from model.data import sample_unlabeled
 from model.metrics import classification_report, fit_offset, fit_temperature, tempered_p_positive
-from model.names import POSITIVE
+from model.names import POSITIVE, TEACHER
 from model.trained import model_dir
 
 log = logging.getLogger("textflix")
@@ -31,7 +31,9 @@ class Calibrate(Step):
     - its temperature is fitted to held-out scores: the training reviews split into
       --calibration-folds folds, the model trained again on all folds but one (and offset the
       same way) and scored on that one.
-    Each fold's scores are kept, so a killed build redoes at most one fold."""
+    Each fold's scores are kept, so a killed build redoes at most one fold.
+    It also records which model the served one hands its texts of one sentence to
+    (--one-sentence-reader, ``one_sentence_reader``), as its temperature and offset, in its folder."""
 
     name = "calibrate"
 
@@ -39,12 +41,14 @@ class Calibrate(Step):
         self.trainer = trainer
         # it trains the same model again, fold by fold, and scores unlabeled reviews
         self.reads = (*trainer.reads, "unlabeled reviews of the archive")
-        self.writes = (f"models/{trainer.name}: offset, temperature",)
+        self.writes = (f"models/{trainer.name}: offset, temperature, one-sentence reader",)
 
     def up_to_date(self, build: Pipeline) -> bool:
         try:
             meta = read_meta(model_dir(build.settings.models_dir, self.trainer.name))
         except FileNotFoundError:
+            return False
+        if meta.get(ONE_SENTENCE_READER) != one_sentence_reader(build):
             return False
         if not build.settings.prior_reviews:
             return TEMPERATURE in meta
@@ -74,9 +78,13 @@ class Calibrate(Step):
             log.info("Calibration: offset %+.3f to BERT's log-odds per %s, so that its mean probability of positive "
                      "over %d unlabeled reviews is %.2f, the training reviews' share.",
                      offset, s.offset_per, len(unlabeled), share)  # fmt: skip
-        meta = {TEMPERATURE: facts[TEMPERATURE], OFFSET: offset, OFFSET_PER: s.offset_per}
+        reader = one_sentence_reader(build)
+        if reader:
+            log.info("Texts of one sentence are read by the %s, longer ones by BERT.", reader)
+        meta = {TEMPERATURE: facts[TEMPERATURE], OFFSET: offset, OFFSET_PER: s.offset_per, ONE_SENTENCE_READER: reader}
         update_meta(model_dir(s.models_dir, self.trainer.name), meta)
-        return {**facts, OFFSET: offset, OFFSET_PER: s.offset_per, "prior_reviews": len(unlabeled), "share_positive": share}
+        return {**facts, OFFSET: offset, OFFSET_PER: s.offset_per, ONE_SENTENCE_READER: reader,
+                "prior_reviews": len(unlabeled), "share_positive": share}  # fmt: skip
 
     def held_out_scores(
         self, build: Pipeline, texts: list[str], labels: list[str], unlabeled: list[str], share: float
@@ -97,6 +105,13 @@ class Calibrate(Step):
                 path.with_suffix(".part.npy").replace(path)
             scores[held] = np.load(path)
         return scores
+
+
+def one_sentence_reader(build: Pipeline) -> str | None:
+    """The folder of the model that the served BERT hands its texts of one sentence to: the distill
+    recipe's teacher, unless --one-sentence-reader says the student reads them; else None."""
+    s = build.settings
+    return TEACHER if s.recipe == DISTILL and s.one_sentence_reader == TEACHER else None
 
 
 def prior_texts(build: Pipeline) -> list[str]:

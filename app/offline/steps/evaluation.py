@@ -77,7 +77,8 @@ class Evaluate(Step):
             if short:
                 metrics[name][SST2] = report_on(model, *short)
         if build.settings.recipe == DISTILL:
-            teacher = load_trained_bert(build, TEACHER)
+            # the served BERT's own when it hands the teacher its texts of one sentence
+            teacher = getattr(build.model(MAIN_MODEL), "one_sentence_reader", None) or load_trained_bert(build, TEACHER)
             sets = {EVAL: evaluation, **({SST2: short} if short else {})}
             metrics[TEACHER] = {name: report_on(teacher, *texts_labels) for name, texts_labels in sets.items()}
         build.update_run(metrics={**metrics, LENGTHS: lengths})
