@@ -170,11 +170,11 @@ def request_profile(models: dict, data_dir: Path, texts: list[str], url: str) ->
     whatever makes the server's own model calls slower than this process's."""
     import torch
 
-    from app.web.analysis import ModelAnalyzer
+    from app.web.analysis import analyzer_of
     from app.settings import Settings
 
     nbsvm, bert = models["nbsvm"], models["bert"]
-    analyzer = ModelAnalyzer({name: m.predict_proba for name, m in models.items()}, Settings(data_dir=data_dir))
+    analyzer = analyzer_of(models, Settings(data_dir=data_dir))
 
     def forward(text: str) -> None:
         with torch.inference_mode():

@@ -25,6 +25,7 @@ from app.offline.pipeline import Pipeline
 from app.offline.steps.calibration import prior_texts
 from app.offline.steps.evaluation import CURVE_PRIOR_REVIEWS, LearningCurve, evaluation_reviews
 from app.settings import Settings
+from model.config import PREDATING_VALUES
 from model.data import balanced_sample
 from model.names import MAIN_MODEL
 
@@ -33,6 +34,8 @@ def built_pipeline(data_dir: Path, imdb: str) -> Pipeline:
     """A pipeline over the database of ``data_dir`` with the settings it was built with, connected."""
     with session_scope(make_engine(Settings(data_dir=data_dir).database)) as session:
         built = latest_run(session).config
+    # a setting the build predates has the value it had then
+    built = {**PREDATING_VALUES, **built}
     settings = Settings(data_dir=data_dir, imdb=imdb, **{k: v for k, v in built.items() if k in Settings.model_fields})
     pipeline = Pipeline(settings, [], progress=False)
     pipeline.run()  # no steps: it takes up the database's run, refusing other settings

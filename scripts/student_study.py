@@ -19,6 +19,12 @@ catalogue, SST-2 and the length table, with the build's offset (``set_prior_offs
        python scripts/student_study.py run S42.json.gz S43.json.gz --variants default cuts4 \\
            [--base-model PATH] [--device cuda] --out results.jsonl
 
+   ``teacher-reads`` gives a study file the build's teacher's probabilities for every text of one
+   sentence that the study judges, so that ``run`` also judges the served model of a build that
+   hands such texts to its teacher (--one-sentence-reader teacher, the default):
+
+       python scripts/student_study.py teacher-reads S42.json.gz --data-dir D --out S42-t.json.gz
+
    ``more-runs`` gives a study file more runs of each review (new ones, drawn at random as the
    build draws them), labelled by the build's teacher, so that variants may keep more than the
    build's ``--teacher-cuts`` (a few minutes on a CPU; the teacher does not travel):
@@ -209,15 +215,51 @@ def train_and_judge(study: dict, variant: dict, base_model: str | None, device) 
     prior = [r[0] for r in study["unlabeled"][:prior]] if isinstance(prior, int) else prior
     set_prior_offset(model, prior, labels.count(POSITIVE) / len(labels), study["offset_per"])
     result = {"seed": study["seed"], "texts": len(texts), "train_s": round(trained, 1), "offset": model.offset}
-    for name in ("eval", "catalogue", "sst2"):
-        if study[name]:
-            texts_, gold = study[name]
-            report = classification_report(gold, model.predict_proba(texts_)[:, 1].tolist())
-            result[name], result[f"{name}_ece"] = report["accuracy"], report["ece"]
-    cut_texts, cut_labels, bands = length_set(*study["eval"])
-    result["bands"] = band_accuracies(cut_labels, model.predict_proba(cut_texts)[:, 1], bands)
+    result.update(judge(study, model.predict_proba))
+    if "teacher_reads" in study:  # the served model: the teacher's probability for a text of one sentence
+        teacher_p = study["teacher_reads"]
+        routed = judge(study, lambda texts: routed_proba(model.predict_proba(texts), texts, teacher_p))
+        result.update({f"routed_{key}": value for key, value in routed.items()})
     result["judge_s"] = round(time.perf_counter() - started - trained, 1)
     return result
+
+
+def judge(study: dict, predict_proba) -> dict:
+    """Accuracy and ECE on the study's evaluation reviews, catalogue and SST-2, and the length table."""
+    result = {}
+    for name in ("eval", "catalogue", "sst2"):
+        if study[name]:
+            texts, gold = study[name]
+            report = classification_report(gold, predict_proba(texts)[:, 1].tolist())
+            result[name], result[f"{name}_ece"] = report["accuracy"], report["ece"]
+    cut_texts, cut_labels, bands = length_set(*study["eval"])
+    result["bands"] = band_accuracies(cut_labels, predict_proba(cut_texts)[:, 1], bands)
+    return result
+
+
+def routed_proba(p: np.ndarray, texts: list[str], teacher_p: dict[str, float]) -> np.ndarray:
+    """``p`` with the rows of the texts in ``teacher_p`` (those of one sentence) the teacher's."""
+    p = p.copy()
+    for i, text in enumerate(texts):
+        if text in teacher_p:
+            p[i] = (1 - teacher_p[text], teacher_p[text])
+    return p
+
+
+def teacher_reads(path: Path, data_dir: Path, device_name: str, out: Path) -> None:
+    """``path``'s study with the probability of "positive" that the teacher of the build in ``data_dir``
+    gives every text of one sentence among those the study judges."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        study = json.load(f)
+    judged = [*study["eval"][0], *study["catalogue"][0], *(study["sst2"] or [[]])[0], *length_set(*study["eval"])[0]]
+    alone = [text for text in dict.fromkeys(judged) if len(split_sentences(text)) == 1]
+    teacher = BertClassifier.load(model_dir(data_dir / "models", TEACHER), resolve_device(device_name))
+    started = time.perf_counter()
+    study["teacher_reads"] = dict(zip(alone, map(float, teacher.predict_proba(alone)[:, 1])))
+    with gzip.open(out, "wt", encoding="utf-8", compresslevel=9) as f:
+        json.dump(study, f)
+    print(f"{out}: seed {study['seed']}, {len(alone)} texts of one sentence read by the teacher in "
+          f"{time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
 
 
 def run(paths: list[Path], variants: list[str], base_model: str | None, device_name: str, out: Path | None) -> None:
@@ -232,6 +274,12 @@ def run(paths: list[Path], variants: list[str], base_model: str | None, device_n
                   f"SST-2 {result.get('sst2', float('nan')):.3f}, bands {bands}, ECE eval {result['eval_ece']:.3f} / "
                   f"SST-2 {result.get('sst2_ece', float('nan')):.3f}; {result['texts']} texts trained in "
                   f"{result['train_s']:.0f} s, judged in {result['judge_s']:.0f} s on {device}", flush=True)  # fmt: skip
+            if "routed_eval" in result:
+                bands = " / ".join(f"{a:.3f}" for a in result["routed_bands"])
+                print(f"{name}, seed {result['seed']}, one-sentence texts to the teacher: eval {result['routed_eval']:.3f}, "
+                      f"catalogue {result['routed_catalogue']:.3f}, SST-2 {result.get('routed_sst2', float('nan')):.3f}, "
+                      f"bands {bands}, ECE eval {result['routed_eval_ece']:.3f} / "
+                      f"SST-2 {result.get('routed_sst2_ece', float('nan')):.3f}", flush=True)  # fmt: skip
             if out:
                 with open(out, "a") as f:
                     f.write(json.dumps(result) + "\n")
@@ -244,14 +292,17 @@ def summary(path: Path) -> None:
         result = json.loads(line)
         by_variant.setdefault(result["variant"], []).append(result)
     for name, results in by_variant.items():
-        figures = ", ".join(
-            f"{key} {spread([r[key] for r in results])}" for key in ("eval", "catalogue", "sst2", "eval_ece", "sst2_ece")
-            if all(key in r for r in results)
-        )  # fmt: skip
-        bands = " / ".join(spread([r["bands"][i] for r in results]) for i in range(len(BAND_NAMES)))
         seeds = ", ".join(str(r["seed"]) for r in sorted(results, key=lambda r: r["seed"]))
         train_s = statistics.median(r["train_s"] for r in results)
-        print(f"{name} (seeds {seeds}): {figures}; bands {bands}; training median {train_s:.0f} s", flush=True)
+        for prefix, what in (("", ""), ("routed_", ", one-sentence texts to the teacher")):
+            if not all(f"{prefix}bands" in r for r in results):
+                continue
+            figures = ", ".join(
+                f"{key} {spread([r[prefix + key] for r in results])}"
+                for key in ("eval", "catalogue", "sst2", "eval_ece", "sst2_ece") if all(prefix + key in r for r in results)
+            )  # fmt: skip
+            bands = " / ".join(spread([r[f"{prefix}bands"][i] for r in results]) for i in range(len(BAND_NAMES)))
+            print(f"{name}{what} (seeds {seeds}): {figures}; bands {bands}; training median {train_s:.0f} s", flush=True)
 
 
 def main() -> None:
@@ -274,6 +325,11 @@ def main() -> None:
     adding.add_argument("--runs", type=int, required=True, help="Runs a review, at most, in the new file.")
     adding.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     adding.add_argument("--out", type=Path, required=True, help="The study file to write (.json.gz).")
+    reads = commands.add_parser("teacher-reads", help="A study file with the teacher's reading of its one-sentence texts.")
+    reads.add_argument("study", type=Path, help="A study file of export.")
+    reads.add_argument("--data-dir", type=Path, required=True, help="The build the study file was exported from.")
+    reads.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    reads.add_argument("--out", type=Path, required=True, help="The study file to write (.json.gz).")
     summing = commands.add_parser("summary", help="Each variant's figures over the seeds of a results file.")
     summing.add_argument("results", type=Path, help="The JSON-lines file of run --out.")
     args = parser.parse_args()
@@ -281,6 +337,8 @@ def main() -> None:
         export(args.data_dir, args.imdb, args.sst2, args.out)
     elif args.command == "more-runs":
         more_runs(args.study, args.data_dir, args.runs, args.device, args.out)
+    elif args.command == "teacher-reads":
+        teacher_reads(args.study, args.data_dir, args.device, args.out)
     elif args.command == "run":
         run(args.studies, args.variants, args.base_model, args.device, args.out)
     else:

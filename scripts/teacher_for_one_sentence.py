@@ -1,10 +1,12 @@
-"""Would the teacher serve one-sentence texts better than the student? Both on a build's short texts, and their cost.
+"""Does the teacher serve one-sentence texts better than the student? The served model both ways, and their cost.
 
 The distilled student stays 3-5 points under its teacher on SST-2 whatever its own settings
-(model/README.md). This judges, on a distill build, the served student, the build's teacher,
-and the two routed by length (a text of one sentence to the teacher, a longer one to the
-student), on SST-2 dev and on the length table of the build's evaluation reviews; and times a
-one-sentence text through each, one call at a time, as the API serves it:
+(model/README.md), so a distill build's served BERT hands its texts of one sentence to the teacher
+(--one-sentence-reader teacher, ``model.bert.BertClassifier.predict_proba``). This judges, on a
+distill build, the served model with its own network reading everything (``own_proba``, the
+build's student as --one-sentence-reader student serves it) and with the teacher reading the
+texts of one sentence, on SST-2 dev and on the length table of the build's evaluation reviews; and
+times a one-sentence text through each, one call at a time, as the API serves it:
 
     HF_HUB_OFFLINE=1 python scripts/teacher_for_one_sentence.py --data-dir D \\
         --imdb ../shared/data/aclImdb_v1.tar.gz --sst2 ../shared/data/sst2_dev.tsv
@@ -24,27 +26,21 @@ from model.data import read_sst2
 from model.lengths import BAND_NAMES, band_accuracies, length_set
 from model.metrics import classification_report
 from model.names import BERT, TEACHER
-from model.sentences import split_sentences
 
 TIMED_CALLS = 30
 
 
-def routed(student, teacher, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """P(positive) of the student, and of the student with its one-sentence texts given to the teacher."""
-    p_student = student.predict_proba(texts)[:, 1]
-    alone = [i for i, text in enumerate(texts) if len(split_sentences(text)) <= 1]
-    p_routed = p_student.copy()
-    if alone:
-        p_routed[alone] = teacher.predict_proba([texts[i] for i in alone])[:, 1]
-    return p_student, p_routed
+def both_ways(served, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """P(positive) of the served model's own network, and of the served model (the teacher reading one sentence)."""
+    return served.own_proba(texts)[:, 1], served.predict_proba(texts)[:, 1]
 
 
-def seconds_per_call(model, text: str) -> float:
-    model.predict_proba([text])  # warm
+def seconds_per_call(predict_proba, text: str) -> float:
+    predict_proba([text])  # warm
     times = []
     for _ in range(TIMED_CALLS):
         started = time.perf_counter()
-        model.predict_proba([text])
+        predict_proba([text])
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
@@ -56,26 +52,28 @@ def main() -> None:
     parser.add_argument("--sst2", type=Path, required=True, help="SST-2's dev.tsv.")
     args = parser.parse_args()
     build = built_pipeline(args.data_dir, args.imdb)
-    student, teacher = load_trained_bert(build, BERT), load_trained_bert(build, TEACHER)
+    served = load_trained_bert(build, BERT)
+    if served.one_sentence_reader is None:  # a build with --one-sentence-reader student
+        served.one_sentence_reader = load_trained_bert(build, TEACHER)
 
     texts, labels = read_sst2(args.sst2)
-    p_student, p_routed = routed(student, teacher, texts)
-    alone = sum(len(split_sentences(text)) <= 1 for text in texts)
+    p_student, p_routed = both_ways(served, texts)
+    alone = sum(map(served.reads_alone, texts))
     for name, p in (("student", p_student), ("routed", p_routed)):
         report = classification_report(labels, p.tolist())
         print(f"SST-2, {name}: accuracy {report['accuracy']:.3f}, ECE {report['ece']:.3f} "
               f"({alone} of {len(texts)} sentences are one sentence to the splitter)", flush=True)  # fmt: skip
 
     cut_texts, cut_labels, bands = length_set(*evaluation_reviews(build)[1])
-    p_student, p_routed = routed(student, teacher, cut_texts)
+    p_student, p_routed = both_ways(served, cut_texts)
     for name, p in (("student", p_student), ("routed", p_routed)):
         accuracies = " / ".join(f"{a:.3f}" for a in band_accuracies(cut_labels, p, bands))
         print(f"Length table ({' / '.join(BAND_NAMES)} sentences), {name}: {accuracies}", flush=True)
 
     sentence = texts[0]
-    for name, model in (("student", student), ("teacher", teacher)):
-        print(f"One sentence, one call, {name}: median {1000 * seconds_per_call(model, sentence):.1f} ms "
-              f"of {TIMED_CALLS} on {model.device}", flush=True)  # fmt: skip
+    for name, predict_proba in (("student", served.own_proba), ("teacher", served.predict_proba)):
+        print(f"One sentence, one call, {name}: median {1000 * seconds_per_call(predict_proba, sentence):.1f} ms "
+              f"of {TIMED_CALLS} on {served.device}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
