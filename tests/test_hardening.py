@@ -26,7 +26,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.settings import Settings
-from app.web.analysis import ModelAnalyzer, sentence_spans
+from app.web.analysis import READER_COST, ModelAnalyzer, sentence_spans
 from app.web.batching import BACKGROUND, FULL_TEXT_CHARS, TEXT_OVERHEAD_CHARS, URGENT, MicroBatcher, analysis_cost
 from app.web.errors import ServerStopping
 from app.web.main import create_app
@@ -97,6 +97,38 @@ def test_an_explanation_is_charged_the_texts_and_characters_it_sends_to_the_mode
         work = math.ceil((chars + TEXT_OVERHEAD_CHARS * texts) / FULL_TEXT_CHARS)  # whole passes, as charged
         assert charge / 1.5 <= work <= charge * 1.5, (texts, chars, work, charge)
         assert max(c[2] for c in calls) == charge  # and the analysis reserved what it was charged
+    assert analyzer.work.in_flight == 0
+
+
+@pytest.mark.parametrize("explain", [False, True])
+def test_a_text_the_teacher_reads_is_charged_the_teachers_time(explain):
+    """A BERT that hands its texts of one sentence to the teacher (--one-sentence-reader teacher): such
+    a text is charged READER_COST times what the student's reading of it is, once more when explained."""
+    settings = Settings(database_url="sqlite://", batch_window_ms=2, max_work_in_flight=10**6)
+    lime = settings.group(LimeConfig)
+    one, two = "A good film.", "A good film. The end is bad."
+    reserved = []
+
+    def counting(texts):
+        reserved.append(analyzer.work.in_flight)
+        return cue_model(0.0)(texts)
+
+    def read_by(text):
+        return "teacher" if len(sentence_spans(text)) == 1 else "student"
+
+    analyzer = ModelAnalyzer({name: counting for name in MODELS}, settings, read_by={"bert": read_by})
+
+    async def charged(text):
+        reserved.clear()
+        try:
+            await analyzer.analyze([text], explain=explain)
+        finally:
+            await analyzer.stop()
+        return max(reserved)
+
+    for text, extra in ((one, (READER_COST - 1) * (2 if explain else 1)), (two, 0)):
+        spans = [sentence_spans(text)] if explain else None
+        assert asyncio.run(charged(text)) == analysis_cost([text], explain, lime, spans) + extra * analysis_cost([text], False, lime)
     assert analyzer.work.in_flight == 0
 
 
