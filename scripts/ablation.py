@@ -18,7 +18,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from app.offline.pipeline import Pipeline
+from app.offline.pipeline import CPU_RECIPE, Pipeline
 from app.offline.steps import build_steps
 from app.settings import Settings
 from model.config import CLS, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
@@ -27,18 +27,28 @@ from model.names import CATALOGUE, EVAL, LENGTHS, MAIN_MODEL, NBSVM, SST2, TEACH
 
 # Whole-text models as they were measured, before the build's default became the sentence model.
 WHOLE_TEXT = {"pooling": CLS, "epochs": 4}
+# The distill variants as they were measured, before the teacher read the served model's texts of one sentence.
+STUDENT_READS_ALL = {"one_sentence_reader": "student"}
 VARIANTS: dict[str, dict] = {
     "plain-minilm": {"recipe": PLAIN, "base_model": MINILM, **WHOLE_TEXT},
     "plain-minilm-mean": {"recipe": PLAIN, "base_model": MINILM, **WHOLE_TEXT, "pooling": "mean"},
     "plain-minilm-sentences": {"recipe": PLAIN, "base_model": MINILM, "pooling": SENTENCES, "epochs": 3},
     "plain-mpnet": {"recipe": PLAIN, "base_model": MPNET, "pooling": CLS, "epochs": 3, "learning_rate": 5e-5},
-    "distill-minilm": {"recipe": DISTILL, "base_model": MINILM, **WHOLE_TEXT},
-    "distill-minilm-sentences": {"recipe": DISTILL, "base_model": MINILM, "pooling": SENTENCES, "teacher_cuts": 2},
+    "distill-minilm": {"recipe": DISTILL, "base_model": MINILM, **WHOLE_TEXT, **STUDENT_READS_ALL},
+    "distill-minilm-sentences": {
+        "recipe": DISTILL, "base_model": MINILM, "pooling": SENTENCES, "teacher_cuts": 2, **STUDENT_READS_ALL,
+    },  # fmt: skip
     "distill-minilm-damped": {
         "recipe": DISTILL, "base_model": MINILM, "pooling": SENTENCES, "teacher_cuts": 2, "length_exponent": -0.5,
+        **STUDENT_READS_ALL,
     },  # fmt: skip
-    "self-distill-minilm": {"recipe": DISTILL, "base_model": MINILM, "teacher_model": MINILM, **WHOLE_TEXT},
-    "distill-mpnet": {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5, **WHOLE_TEXT},
+    "self-distill-minilm": {
+        "recipe": DISTILL, "base_model": MINILM, "teacher_model": MINILM, **WHOLE_TEXT, **STUDENT_READS_ALL,
+    },  # fmt: skip
+    "distill-mpnet": {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5, **WHOLE_TEXT, **STUDENT_READS_ALL},
+    # the CPU default (--recipe auto on a CPU) before the teacher read its texts of one sentence, and now
+    "cpu-default-student-reads-all": {**CPU_RECIPE, **STUDENT_READS_ALL},
+    "cpu-default": {**CPU_RECIPE, "one_sentence_reader": "teacher"},
 }
 SKIPPED_STEPS = {"explain", "curve"}
 TRAINING_STEPS = {MAIN_MODEL, "teacher", "pseudo_label", "calibrate"}
