@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, sessionmaker
 
 from model.curve import LEARNING_CURVE, readable
-from model.names import IMDB
+from model.names import IMDB, MODELS
 
 # SQLite: how long a writer waits for another process's write to finish (build and server alike).
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -204,10 +204,16 @@ class Run(Base):
     steps: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # name -> {seconds, ...}
     counts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    # the step running now: {"step", "doing", "builder" (``this_process``), and as it goes "done", "total",
-    # "unit"}; None between steps. Deferred, read only while a build runs: a server may serve a database
-    # built before migration 0005.
+    # the step running now: {"step", "doing", "builder" (``this_process``), "steps" (every step of this build,
+    # in order), and as it goes "done", "total", "unit", "eta_s" (the running step's seconds left, estimated
+    # from its rate so far) and "ready_in_s" ({model: estimated seconds until its explain step is done})};
+    # None between steps. Deferred, read only while a build runs: a server may serve a database built
+    # before migration 0005.
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON, deferred=True)
+
+    def ready_models(self) -> list[str]:
+        """The models whose catalogue predictions and explanations are all in (``models_ready``)."""
+        return models_ready(self.steps or {})
 
     def record(self) -> dict:
         """The run as plain JSON-ready data (``textflix report --json``, /about)."""
@@ -227,6 +233,23 @@ class Run(Base):
             # what each step recorded besides its time: checkpoints, amounts, seeds, the temperature
             "steps": self.steps or {},
         }
+
+
+def predict_step(model: str) -> str:
+    """The name of the build step that scores the catalogue with ``model``."""
+    return f"predict_{model}"
+
+
+def explain_step(model: str) -> str:
+    """The name of the build step that explains the catalogue's reviews with ``model``: once it is done,
+    the site shows that model everywhere."""
+    return f"explain_{model}"
+
+
+def models_ready(steps: dict) -> list[str]:
+    """The models (in ``MODELS`` order) whose explain step a run record's ``steps`` lists; every model
+    for a database built before the steps were per model (one ``explain`` step for all)."""
+    return [model for model in MODELS if explain_step(model) in steps or "explain" in steps]
 
 
 def this_process() -> dict:
