@@ -3,7 +3,9 @@
 ``syntok`` does the real work (abbreviations, quotes, ellipses, "movie.The");
 one extra rule splits a run of terminal punctuation glued to a capitalised
 word after a digit or "!"/"?", as in "7/10.Great" or "ever!!!!Avoid", which
-syntok leaves joined.
+syntok leaves joined; others end a sentence before a lower-case word, as in
+"bad. i hated it", "bad . i" or "bad.i", which syntok, splitting only before a
+capital, leaves joined too (docs/studies/lower-case-sentences.md measures them).
 
 syntok takes some microseconds a token, more at terminals, and after each
 opening bracket it scans up to 50 tokens ahead for the closing one, so a text
@@ -35,8 +37,8 @@ LOWER_CASE_END = re.compile(
     r"(?<![.!?\u2026])(?:\.(?![.!?\u2026])[\"'\u201d\u2019]*|[!?]+\.*(?![.!?\u2026]))"
     r"(?=\s+((?:[\"'\u201c\u2018]|[(\[]\s*)*)([^\W\d_]))"
 )
-# A word glued by its terminal to a lower-case word, "ends.the" (one of the two a web address's
-# part: "imdb.com", "www.site" are not sentences).
+# A word glued by its terminal to a lower-case word, "ends.the", unless either is part of a web
+# address ("imdb.com", "www.site").
 GLUED_LOWER = re.compile(r"(?<![\w./@:\-])([^\W\d_]{2,})[.!?](?=([^\W\d_]+(?:['\u2019][^\W\d_]+)?)(?![\w./@:\-]))")
 # An ellipsis character before a capitalised word, which syntok leaves joined ("..." it cuts).
 ELLIPSIS_END = re.compile(r"(?<=\u2026)\s+(?=[\"'(\[\u201c\u2018]*[A-Z])")
@@ -253,14 +255,13 @@ def _bracketed(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
     """The outermost pairs of brackets in ``text[start:end]`` that close there, as (opening, closing)
     offsets, in order."""
     opened: list[int] = []
-    outermost = None
     for m in re.finditer(r"[()\[\]]", text[start:end]):
         if m[0] in "([":
             opened.append(start + m.start())
         elif opened:
-            outermost = opened.pop(), start + m.start()
+            opening = opened.pop()
             if not opened:
-                yield outermost
+                yield opening, start + m.start()
     # brackets still open enclose nothing: syntok, too, gives up on them
 
 
