@@ -40,11 +40,12 @@ def our_starts(text: str) -> list[int]:
 def starts_at(revision: str) -> Splitter:
     """The splitter of model/sentences.py at git ``revision``."""
     source = subprocess.run(["git", "show", f"{revision}:model/sentences.py"], capture_output=True, text=True, check=True)
-    path = Path(tempfile.mkdtemp()) / "sentences_then.py"
-    path.write_text(source.stdout)
-    spec = importlib.util.spec_from_file_location("sentences_then", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "sentences_then.py"
+        path.write_text(source.stdout)
+        spec = importlib.util.spec_from_file_location("sentences_then", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     return lambda text: [span.start for span in module.split_sentences(text)[1:]]
 
 
