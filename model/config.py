@@ -28,8 +28,8 @@ SENTENCES = "sentences"  # BertConfig.pooling: each sentence read alone, their s
 SENTENCE_WINDOWS = 2
 # What the data step makes of the archive, kept in the run record beside the build settings and
 # checked as one of them: 2 cleans the review texts (model.data.TEXT_CLEANUP) and picks catalogue titles
-# that have a name.
-DATA_VERSION = 2
+# that have a name; 3 splits sentences before a lower-case word too (model.sentences).
+DATA_VERSION = 3
 # RecipeConfig.student_batches: a review and its runs shuffled as one, or every text alone.
 TOGETHER, MIXED = "together", "mixed"
 # What a build setting was in run records and model folders written before the setting

@@ -3,7 +3,9 @@
 ``syntok`` does the real work (abbreviations, quotes, ellipses, "movie.The");
 one extra rule splits a run of terminal punctuation glued to a capitalised
 word after a digit or "!"/"?", as in "7/10.Great" or "ever!!!!Avoid", which
-syntok leaves joined.
+syntok leaves joined; others end a sentence before a lower-case word, as in
+"bad. i hated it", "bad . i" or "bad.i", which syntok, splitting only before a
+capital, leaves joined too (docs/studies/lower-case-sentences.md measures them).
 
 syntok takes some microseconds a token, more at terminals, and after each
 opening bracket it scans up to 50 tokens ahead for the closing one, so a text
@@ -16,7 +18,7 @@ the text are split by a plain rule instead, in one linear pass.
 import random
 import re
 from collections.abc import Iterator
-from itertools import groupby
+from itertools import groupby, pairwise
 from typing import NamedTuple
 
 from syntok import segmenter
@@ -26,6 +28,25 @@ from syntok.tokenizer import Token, Tokenizer
 GLUED = re.compile(r"(?=[A-Z][a-z])(?:(?<=[0-9a-z)\"'][.!?])|(?<=[!?]))")
 ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "prof", "no", "vol"}
 TERMINALS = ".!?"
+# A sentence's end that syntok leaves before a lower-case word: a full stop alone, or a run of "!"
+# and "?" (full stops may follow), glued to its word or spaced from it ("bad . i"), closing
+# quotes after a full stop (not after "!" or "?": '"go home!" and left' goes on, as does
+# "(really?) one"), then white space, any opening quotes or brackets and a letter. Never an
+# ellipsis: "bad... and" goes on more often than it ends.
+LOWER_CASE_END = re.compile(
+    r"(?<![.!?\u2026])(?:\.(?![.!?\u2026])[\"'\u201d\u2019]*|[!?]+\.*(?![.!?\u2026]))"
+    r"(?=\s+((?:[\"'\u201c\u2018]|[(\[]\s*)*)([^\W\d_]))"
+)
+# A word glued by its terminal to a lower-case word, "ends.the", unless either is part of a web
+# address ("imdb.com", "www.site").
+GLUED_LOWER = re.compile(r"(?<![\w./@:\-])([^\W\d_]{2,})[.!?](?=([^\W\d_]+(?:['\u2019][^\W\d_]+)?)(?![\w./@:\-]))")
+# An ellipsis character before a capitalised word, which syntok leaves joined ("..." it cuts).
+ELLIPSIS_END = re.compile(r"(?<=\u2026)\s+(?=[\"'(\[\u201c\u2018]*[A-Z])")
+WEB_WORDS = {"www", "com", "org", "net", "edu", "gov", "html", "htm", "asp", "php"}
+# Words that a full stop after does not end before a lower-case word ("no. 5" has none after it;
+# "i said no. he left" ends; "etc. the" ends five times in six in the catalogue).
+LOWER_CASE_ABBREVIATIONS = ABBREVIATIONS - {"no"} | {"esp", "et", "lt", "lbs", "approx", "cf"}
+CLOSING = "\"')]\u201d\u2019"  # what a sentence's last word may end with before its terminal
 
 TOKENIZER = Tokenizer(replace_not_contraction=False)  # as segmenter.analyze makes it
 # segmenter.preprocess_with_offsets's paragraph break: its \s is Unicode's White_Space.
@@ -116,7 +137,7 @@ def split_sentences(text: str) -> list[Span]:
         except OverBudget:
             return spans + _split_plainly(text, offset)
         for start, end in sentences:
-            spans += _split_glued(text, offset + start, offset + end)
+            spans += _split_further(text, offset + start, offset + end)
     return spans
 
 
@@ -179,13 +200,69 @@ def _plain_word_tokens(spacing: str, offset: int, before: str, word: str, after:
         offset += 1
 
 
-def _split_glued(text: str, start: int, end: int) -> list[Span]:
-    cuts = [start]
+def _split_further(text: str, start: int, end: int) -> list[Span]:
+    """The sentences of syntok's sentence ``text[start:end]``: cut where GLUED, ELLIPSIS_END or a
+    lower-case sentence end ends one."""
+    cuts = [(start, start)]  # where a sentence ends and the next begins
     for m in GLUED.finditer(text, start, end):
-        if _word_before(text, cuts[-1], m.start()).lower() not in ABBREVIATIONS:
-            cuts.append(m.start())
-    cuts.append(end)
-    return [Span(a, b, text[a:b]) for a, b in zip(cuts, cuts[1:]) if text[a:b].strip()]
+        if _word_before(text, cuts[-1][1], m.start()).lower() not in ABBREVIATIONS:
+            cuts.append((m.start(), m.start()))
+    cuts += [(m.start(), m.end()) for m in ELLIPSIS_END.finditer(text, start, end)]
+    cuts = sorted({*cuts, *_lower_case_ends(text, start, end), (end, end)})
+    return [Span(a, b, text[a:b]) for (_, a), (b, _) in pairwise(cuts) if text[a:b].strip()]
+
+
+def _lower_case_ends(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Where a sentence ends and the next begins in ``text[start:end]`` at a LOWER_CASE_END or a
+    GLUED_LOWER before a lower-case word, outside brackets that close in it, unless the word before
+    is a single letter ("e.g.", "u.s.", initials) or an abbreviation."""
+    ends = [  # (where a sentence ends, where the next begins, its first letter)
+        (m.end(), m.start(1), m.start(2))
+        for m in LOWER_CASE_END.finditer(text, start, end)
+        if _ends_a_sentence(text, start, m.start())
+    ]
+    ends += [
+        (m.start(2), m.start(2), m.start(2))
+        for m in GLUED_LOWER.finditer(text, start, end)
+        if m[1].lower() not in LOWER_CASE_ABBREVIATIONS | WEB_WORDS
+        and m[2].lower() not in WEB_WORDS
+        and (len(m[2]) > 1 or m[2] == "i")
+    ]
+    bracketed = _bracketed(text, start, end)
+    inside = next(bracketed, None)
+    for stop, begin, letter in sorted(ends):
+        while inside and inside[1] < stop:
+            inside = next(bracketed, None)
+        if text[letter].islower() and not (inside and inside[0] < stop):
+            yield stop, begin
+
+
+def _ends_a_sentence(text: str, start: int, terminal: int) -> bool:
+    """Whether the terminal at ``terminal`` ends a sentence that begins at ``start``, by the word before it."""
+    word_end = terminal
+    while word_end > start and text[word_end - 1].isspace():  # a spaced terminal
+        word_end -= 1
+    if word_end > start and text[word_end - 1] in CLOSING:
+        return True
+    word_start = word_end
+    while word_start > start and (text[word_start - 1].isalnum() or text[word_start - 1] in "'\u2019"):
+        word_start -= 1
+    word = text[word_start:word_end]
+    return bool(word) and not (len(word) == 1 and word.isalpha()) and word.lower() not in LOWER_CASE_ABBREVIATIONS
+
+
+def _bracketed(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The outermost pairs of brackets in ``text[start:end]`` that close there, as (opening, closing)
+    offsets, in order."""
+    opened: list[int] = []
+    for m in re.finditer(r"[()\[\]]", text[start:end]):
+        if m[0] in "([":
+            opened.append(start + m.start())
+        elif opened:
+            opening = opened.pop()
+            if not opened:
+                yield opening, start + m.start()
+    # brackets still open enclose nothing: syntok, too, gives up on them
 
 
 def _word_before(text: str, start: int, end: int) -> str:

@@ -91,16 +91,25 @@ def test_review_texts_are_read_as_meant_without_control_characters(real_reviews)
     assert any("disaster – ten minutes of charm" in row.text for row in rows)
 
 
-def test_a_database_of_an_earlier_data_version_is_refused(tiny_archive, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        None,  # a run record written before the data version was recorded: version 1
+        2,  # sentences split only before a capitalised word: "bad. i hated it." was one sentence
+    ],
+)
+def test_a_database_of_an_earlier_data_version_is_refused(recorded, tiny_archive, tmp_path, capsys):
     from app.cli import main
     from app.db import Run, make_engine, migrate, session_scope
 
     settings = Settings(imdb=str(tiny_archive), data_dir=tmp_path / "data", train_size=2, eval_size="all")
     engine = make_engine(settings.database)
     migrate(engine)
-    before = {k: v for k, v in settings.build_config().items() if k != "data_version"}  # as recorded until now
+    config = {k: v for k, v in settings.build_config().items() if k != "data_version"}
+    if recorded is not None:
+        config["data_version"] = recorded
     with session_scope(engine) as session:
-        session.add(Run(config=before, steps={"data": {"seconds": 1}}, counts={}, metrics={}))
+        session.add(Run(config=config, steps={"data": {"seconds": 1}}, counts={}, metrics={}))
     args = ["build", "--imdb", str(tiny_archive), "--data-dir", str(tmp_path / "data"), "--train-size", "2"]
     assert main([*args, "--eval-size", "all"]) == 1
     assert "was built with other settings (data_version)" in capsys.readouterr().err

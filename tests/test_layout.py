@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("app", "model")
 OFFLINE, WEB = "app.offline", "app.web"
 MAP_HEADING = "How the code is laid out"
-SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
+SCRIPTS = sorted((ROOT / "scripts").rglob("*.py"))  # scripts/studies/ too
 
 
 def module_name(path: Path) -> str:
@@ -144,7 +144,7 @@ def test_scripts_import_the_package_as_installed():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda script: script.name)
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda script: script.relative_to(ROOT / "scripts").as_posix())
 def test_each_script_answers_help_from_the_repository_root(script):
     result = subprocess.run(
         [sys.executable, str(script.relative_to(ROOT)), "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
