@@ -593,6 +593,104 @@ def test_work_still_waiting_when_the_server_stops_is_a_503(web_database):
     assert analyzer.work.in_flight == 0
 
 
+# --- the event loop -------------------------------------------------------------------------------
+
+MIB = 1 << 20
+
+
+def test_six_mib_of_white_space_or_line_break_tags_clean_in_under_a_second():
+    from model.data import clean_text
+
+    bodies = [" " * 6 * MIB, "\u3000\n" * 3 * MIB, "<br>" * (6 * MIB // 4), "<br />" * MIB, " <br/> " * (6 * MIB // 7),
+              "<br" + " " * 6 * MIB, "<br \n" * (6 * MIB // 5), "x" + " " * 6 * MIB + "<br />"]  # fmt: skip
+    for body in bodies:
+        started = time.perf_counter()
+        clean_text(body)
+        assert time.perf_counter() - started < 1.0, repr(body[:12])
+    assert clean_text("  A<br />\n <br/>B  <br \n/> c\x85 ") == "A\n\nB\nc\u2026"
+
+
+def worst_bodies(limit: int, most: int) -> list[tuple[str, dict]]:
+    """(path, httpx arguments): the costliest bodies each analysing route takes, or refuses, within the size
+    limit, encoded beforehand (a client in the server's process holds the interpreter while it encodes)."""
+    return [(path, encoded(arguments)) for path, arguments in costly_bodies(limit, most)]
+
+
+def encoded(arguments: dict) -> dict:
+    if "json" in arguments:
+        return {"content": json.dumps(arguments["json"]).encode(), "headers": {"Content-Type": "application/json"}}
+    if "data" in arguments:
+        return {"content": httpx.QueryParams(arguments["data"]).__str__().encode(),
+                "headers": {"Content-Type": "application/x-www-form-urlencoded"}}  # fmt: skip
+    return {**arguments, "content": arguments["content"].encode()}
+
+
+def costly_bodies(limit: int, most: int) -> list[tuple[str, dict]]:
+    splitting = "x\n\n" * (limit // 3)  # a sentence per 3 characters: the most splitting per character
+    nested = "[" + ",".join(["[]"] * 66_000) + "]"  # just under the guard's count of brackets, colons and commas
+    return [
+        ("/api/predict", {"json": {"texts": [" " * (6 * MIB - 100)]}}),  # the issue's freeze, at the size limit
+        ("/api/predict", {"json": {"texts": ["x<br>" * (limit // 5)] * most}}),
+        ("/api/predict", {"json": {"texts": [splitting] * most}}),
+        ("/api/predict", {"json": {"texts": [splitting] * most}}),
+        ("/api/predict", {"json": {"texts": [1] * (3 * MIB - 10)}}),  # refused by the guard's count
+        ("/api/predict", {"content": '{"texts": ' + nested + "}", "headers": {"Content-Type": "application/json"}}),
+        ("/api/predict", {"content": "{" + ",".join(f'"k{i}": 1' for i in range(66_000)) + "}", "headers": {"Content-Type": "application/json"}}),
+        ("/api/predict", {"json": {"texts": ["A fine film. " * 900], "explain": True}}),  # under 1,000 sentences
+        ("/api/reviews", {"json": {"text": " " * (6 * MIB - 100)}}),
+        ("/api/reviews", {"json": {"text": splitting}}),
+        ("/api/reviews", {"json": {"text": "x<br />\n" * (limit // 8), "title_id": TITLE}}),
+        ("/analyze", {"data": {"text": " " * (6 * MIB - 100)}}),
+        ("/analyze", {"data": {"text": "x<br>" * (limit // 5)}}),
+        ("/analyze", {"data": {"text": splitting}}),
+        ("/analyze.json", {"json": {"text": " " * (6 * MIB - 100)}}),
+    ]
+
+
+@pytest.mark.slow
+def test_no_body_keeps_the_server_from_answering_others(web_database):
+    """The worst bodies of every analysing route, one after another, beside a heartbeat: /api/health answers
+    throughout, within half a second. BERT here hands one-sentence texts to a teacher, as the default
+    build's does, so that each text is split before it is admitted (``_reader_cost``)."""
+    from app.web.analysis import network_of
+    from model.sentences import split_sentences
+
+    class OneSentenceReader:  # what the analyzer asks of a distilled BERT: which texts its teacher reads
+        one_sentence_reader = True
+
+        def reads_alone(self, text: str) -> bool:
+            return len(split_sentences(text)) == 1
+
+    app, analyzer, _ = analyzer_app(web_database, allow_anonymous_writes=True, max_work_in_flight=10**6)
+    analyzer.read_by = {"bert": network_of(OneSentenceReader())}
+    settings = app.state.settings
+    bodies = worst_bodies(settings.max_text_chars, settings.max_texts)
+    with serve_in_thread(app) as url:
+        beats, statuses, stop = [], [None] * len(bodies), False
+
+        async def heartbeat(http):
+            while not stop:
+                started = time.perf_counter()
+                assert (await http.get("/api/health")).status_code == 200
+                beats.append(time.perf_counter() - started)
+                await asyncio.sleep(0.02)
+
+        async def main():
+            nonlocal stop
+            async with httpx.AsyncClient(base_url=url, timeout=300) as http:
+                beating = asyncio.create_task(heartbeat(http))
+                await asyncio.sleep(0.3)
+                for i, (path, arguments) in enumerate(bodies):
+                    statuses[i] = (await http.post(path, **arguments)).status_code
+                await asyncio.sleep(0.3)
+                stop = True
+                await beating
+
+        asyncio.run(main())
+    assert statuses == [422, 200, 200, 200, 413, 422, 422, 200, 422, 422, 201, 413, 200, 422, 422]
+    assert len(beats) >= 10 and max(beats) < 0.5, f"/api/health took up to {max(beats):.2f} s: {sorted(beats)[-5:]}"
+
+
 # --- who may write -------------------------------------------------------------------------------
 
 

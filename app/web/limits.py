@@ -3,15 +3,23 @@
 Each check raises ``AppError`` (422) naming the field and the limit, before any work is done.
 """
 
+import asyncio
 import ipaddress
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
 from app.settings import Settings
 from app.web.errors import AppError, problem
+from model.data import clean_text
 
+# Cleaning and splitting posted texts (pure Python: a second or more for a request of long texts) run
+# here, off the event loop, in two threads: each busy thread takes turns with the event loop for the
+# interpreter, so that more of them would make every other request wait longer.
+READING = ThreadPoolExecutor(2, thread_name_prefix="textflix-reading")
 IDENTIFIER_MAX_CHARS = 64  # title ids and other short string fields
 MAX_ID = 2**63 - 1  # the largest row id a database can hold
 # Unicode's format characters (zero-width space, joiners, byte-order mark, …): a text of only these,
@@ -34,20 +42,45 @@ def text_problems(field: str, text: str, settings: Settings) -> list[dict]:
     return []
 
 
-def check_text(field: str, text: str, settings: Settings) -> None:
+async def off_the_loop(function, *args):
+    """``function(*args)`` in a ``READING`` thread: for work on posted texts that reads every character."""
+    return await asyncio.get_running_loop().run_in_executor(READING, partial(function, *args))
+
+
+def raw_length_problems(field: str, text: str, settings: Settings) -> list[dict]:
+    """A text longer than the limit as it was posted: refused before it is cleaned, which reads every character."""
+    limit = settings.max_text_chars
+    if len(text) > limit:
+        return [problem(field, f"The text is {len(text):,} characters long; the limit is {limit:,}.", limit)]
+    return []
+
+
+def posted_text(field: str, text: str, settings: Settings) -> str:
+    """``text`` as posted, checked (its length first, as posted) and cleaned as the catalogue's reviews are
+    (``model.data.clean_text``); ``AppError`` (422) naming ``field`` when it is not one to analyse.
+    Reads every character: run it off the event loop (``off_the_loop``)."""
+    if problems := raw_length_problems(field, text, settings):
+        raise AppError(422, problems)
+    text = clean_text(text)
     if problems := text_problems(field, text, settings):
         raise AppError(422, problems)
+    return text
 
 
-def check_texts(texts: list[str], settings: Settings) -> None:
+def posted_texts(texts: list[str], settings: Settings) -> list[str]:
+    """``posted_text`` of each of a request's ``texts``, their number checked first; every problem at once."""
     most = settings.max_texts
     if not texts:
         raise AppError.one(422, "texts", "Send at least 1 text.", 1)
     if len(texts) > most:
-        raise AppError.one(422, "texts", f"At most {most} texts per request; got {len(texts)}.", most)
-    problems = [p for i, text in enumerate(texts) for p in text_problems(f"texts[{i}]", text, settings)]
+        raise AppError.one(422, "texts", f"At most {most} texts per request; got {len(texts):,}.", most)
+    problems = [p for i, text in enumerate(texts) for p in raw_length_problems(f"texts[{i}]", text, settings)]
     if problems:
         raise AppError(422, problems)
+    texts = [clean_text(text) for text in texts]
+    if problems := [p for i, text in enumerate(texts) for p in text_problems(f"texts[{i}]", text, settings)]:
+        raise AppError(422, problems)
+    return texts
 
 
 def check_explanation_size(field: str, texts: list[str], settings: Settings) -> None:
