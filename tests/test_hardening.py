@@ -17,8 +17,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import tracemalloc
+from contextlib import contextmanager
 
 import httpx
 import numpy as np
@@ -727,33 +729,93 @@ def write_review(url: str, **headers) -> httpx.Response:
     return httpx.post(f"{url}/api/reviews", json={"text": "A good film.", "title_id": TITLE}, headers=headers, timeout=30)
 
 
-@pytest.mark.parametrize("trusted", [False, True], ids=["no-trusted-proxy", "trusted-local-proxy"])
-def test_anonymous_writes_come_only_from_this_machine_by_its_own_name(tmp_path, trusted):
-    from app.cli import uvicorn_options
+@contextmanager
+def tcp_forwarder(upstream: str):
+    """A raw TCP forwarder on another port of this machine (as socat, ``ssh -L`` or a port mapping): it adds
+    no header, and the server sees each of its clients, wherever they are, as a client on 127.0.0.1."""
+    host, port = upstream.removeprefix("http://").rsplit(":", 1)
+    loop = asyncio.new_event_loop()
+
+    async def pipe(reader, writer):
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def forward(reader, writer):
+        upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer), return_exceptions=True)
+
+    server = loop.run_until_complete(asyncio.start_server(forward, "127.0.0.1", 0))
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        asyncio.run_coroutine_threadsafe(close(server), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+async def close(server: asyncio.Server) -> None:
+    """Stop ``server`` and end the connections it is forwarding."""
+    server.close()
+    tasks = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.mark.parametrize(
+    ("settings", "headers", "statuses"),
+    [
+        ({}, {}, (403, 403, 403)),
+        ({"allow_anonymous_writes": True}, {}, (201, 201, 403)),
+        ({"api_token": "s3cret"}, {}, (401, 401, 401)),
+        ({"api_token": "s3cret"}, {"Authorization": "Bearer s3cret"}, (201, 201, 201)),
+    ],
+    ids=["no-token", "anonymous-allowed", "token-not-sent", "token"],
+)
+def test_a_write_without_the_token_needs_an_explicit_yes_even_through_a_forwarder(tmp_path, settings, headers, statuses):
+    """A forwarder on this machine makes any client look local: where a request comes from does not
+    let it write; without the token only ``allow_anonymous_writes`` does, and on the loopback only for
+    a Host that names this machine (a page whose name resolves to 127.0.0.1 cannot write)."""
     from tests.web_fixtures import build_web_database
 
-    app, _, _ = analyzer_app(build_web_database(tmp_path / "textflix.db"), trusted_proxies=["127.0.0.1"] if trusted else [])
-    with serve_in_thread(app, **uvicorn_options(app.state.settings)) as url:
-        port = url.rsplit(":", 1)[1]
-        assert write_review(url).status_code == 201  # curl on this machine
-        assert write_review(url, Host=f"localhost:{port}").status_code == 201
-        rebinding = write_review(url, Host=f"attacker.example:{port}")  # a page whose name resolves to 127.0.0.1
-        assert rebinding.status_code == 403 and "Host header" in rebinding.json()["detail"][0]["message"]
-        with serve_in_thread(reverse_proxy(url, pass_host=True)) as proxy:
-            assert write_review(proxy, Host="textflix.example").status_code == 403
-        with serve_in_thread(reverse_proxy(url, pass_host=False)) as proxy:  # Host: the upstream's own
-            from_here = write_review(proxy)
-            from_afar = write_review(proxy, **{"X-Forwarded-For": "203.0.113.7"})  # a remote client, as the proxy reports it
-            forged = write_review(url, **{"X-Forwarded-For": "127.0.0.1", "Host": f"127.0.0.1:{port}"})
-    assert from_afar.status_code == 403
-    message = from_afar.json()["detail"][0]["message"]
-    assert "TEXTFLIX_API_TOKEN" in message
-    if trusted:  # the proxy's word is taken: the client is who it says
-        assert from_here.status_code == 201 and "203.0.113.7" in message
-        assert forged.status_code == 201  # from this machine, through no proxy: it is local either way
-    else:  # no proxy is trusted: a request that passed one is not local, whatever it says
-        assert from_here.status_code == 403 and "TEXTFLIX_TRUSTED_PROXIES" in message
-        assert forged.status_code == 403
+    app, _, _ = analyzer_app(build_web_database(tmp_path / "textflix.db"), **settings)
+    with serve_in_thread(app) as url, tcp_forwarder(url) as forwarder:
+        direct, forwarded = write_review(url, **headers), write_review(forwarder, **headers)
+        rebinding = write_review(url, Host=f"attacker.example:{url.rsplit(':', 1)[1]}", **headers)
+        export = httpx.get(f"{forwarder}/api/export.jsonl", headers=headers, timeout=30)
+    assert (direct.status_code, forwarded.status_code, rebinding.status_code) == statuses
+    assert export.status_code == (200 if statuses[1] == 201 else statuses[1])
+    if statuses[1] == 403:
+        assert "TEXTFLIX_API_TOKEN" in forwarded.json()["detail"][0]["message"]
+        assert "TEXTFLIX_ALLOW_ANONYMOUS_WRITES" in forwarded.json()["detail"][0]["message"]
+    if settings.get("allow_anonymous_writes"):
+        assert "Host header" in rebinding.json()["detail"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "on"),
+    [
+        ({}, True),
+        ({"host": "0.0.0.0"}, False),
+        ({"api_token": "s3cret"}, False),
+        ({"allow_anonymous_writes": False}, False),
+    ],
+    ids=["loopback", "all-addresses", "token", "said-no"],
+)
+def test_textflix_up_on_the_loopback_takes_anonymous_writes_and_says_so(settings, on, caplog):
+    from app.cli import with_local_writes
+
+    with caplog.at_level(logging.WARNING, logger="textflix"):
+        served = with_local_writes(Settings(**settings))
+    assert served.allow_anonymous_writes is on
+    assert ("Anonymous writes are on" in caplog.text) is on
 
 
 @pytest.mark.parametrize("trusted", [False, True], ids=["no-trusted-proxy", "trusted-local-proxy"])
@@ -776,7 +838,7 @@ def test_behind_a_trusted_proxy_each_client_has_a_rate_limit_of_its_own(web_data
     ("settings", "headers", "status"),
     [
         ({}, {}, 403),
-        ({"allow_anonymous_writes": True}, {}, 201),
+        ({"allow_anonymous_writes": True, "host": "0.0.0.0"}, {}, 201),  # a server for every address (Docker)
         ({"api_token": "s3cret"}, {"Authorization": "Bearer s3cret"}, 201),
     ],
     ids=["no-token", "anonymous-allowed", "token"],

@@ -123,10 +123,6 @@ def check_page_size(per_page: int, settings: Settings) -> None:
         raise AppError.one(422, "per_page", f"At most {limit} items per page; got {per_page:,}.", limit)
 
 
-# Headers a proxy adds: a request that has one came through a proxy, whatever address it comes from.
-FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip", "via")
-
-
 def on_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -136,21 +132,8 @@ def on_loopback(host: str) -> bool:
         return False
 
 
-def not_local(request: Request, settings: Settings) -> str | None:
-    """Why ``request`` is not from a client on this machine, or None when it is.
-
-    The client is the connecting socket's address; uvicorn takes it from X-Forwarded-For only
-    from ``trusted_proxies`` (``app.cli.uvicorn_options``), and without any, a request that
-    carries a proxy's header came through a proxy and is not taken as local. The Host header
-    must name this machine too (``localhost`` or a loopback address), so that a page of
-    another site whose name resolves to 127.0.0.1 (DNS rebinding) cannot write."""
-    client = request.client.host if request.client else None
-    if client is None or not on_loopback(client):
-        return f"the client is at {client or 'an unknown address'}"
-    if not settings.trusted_proxies:
-        forwarded = [name for name in FORWARDING_HEADERS if name in request.headers]
-        if forwarded:
-            return f"it came through a proxy ({', '.join(forwarded)}) and TEXTFLIX_TRUSTED_PROXIES is not set"
+def foreign_host(request: Request) -> str | None:
+    """Why the request's Host header does not name this machine (``localhost`` or a loopback address), or None."""
     host = request.headers.get("host", "")
     try:
         hostname = urlsplit(f"//{host}").hostname
@@ -163,13 +146,20 @@ def not_local(request: Request, settings: Settings) -> str | None:
 
 def check_write_allowed(request: Request, settings: Settings, field: str = "title_id", what: str = "stores reviews") -> None:
     """Storing a review, or exporting the database, needs the token (checked by the guard, or by
-    ``require_token``, when one is set), a client on this machine (``not_local``), or
-    ``allow_anonymous_writes``."""
-    if settings.api_token is not None or settings.allow_anonymous_writes:
+    ``require_token``, when one is set) or ``allow_anonymous_writes``: where the request comes from cannot
+    decide it, as a forwarder or proxy on this machine makes any client look local. A server that listens
+    on the loopback takes anonymous writes only for a Host that names this machine, so that a page of
+    another site whose name resolves to 127.0.0.1 (DNS rebinding) cannot write."""
+    if settings.api_token is not None:
         return
-    if reason := not_local(request, settings):
+    if not settings.allow_anonymous_writes:
         raise AppError.one(
             403, field,
-            f"Without a token this server {what} only for this machine, and {reason}: its operator can "
-            "set TEXTFLIX_API_TOKEN (and you send the token), or TEXTFLIX_ALLOW_ANONYMOUS_WRITES=1.",
+            f"This server {what} only with its token: its operator can set TEXTFLIX_API_TOKEN (and you send the "
+            "token), or TEXTFLIX_ALLOW_ANONYMOUS_WRITES=1 to take writes from anyone who reaches it.",
+        )  # fmt: skip
+    if on_loopback(settings.host) and (reason := foreign_host(request)):
+        raise AppError.one(
+            403, field, f"Without a token this server {what} only for a Host that names this machine, and {reason}; "
+            "TEXTFLIX_API_TOKEN lets a client with the token write from anywhere.",
         )  # fmt: skip
