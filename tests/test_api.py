@@ -635,6 +635,7 @@ def test_missing_database_gives_503_on_reads(tmp_path):
         response = test_client.get("/api/movies")
         assert response.status_code == 503 and error_fields(response) == [None]
         assert "cannot be read" in response.json()["detail"][0]["message"]
+        assert str(tmp_path) not in response.text and "sqlite" not in response.text  # its path is in the log only
         assert test_client.get("/api/health").json()["database"] == "unavailable"
 
 

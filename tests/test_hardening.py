@@ -198,6 +198,34 @@ def test_beyond_the_work_in_flight_a_request_gets_429_with_retry_after(web_datab
     assert analyzer.work.in_flight == 0
 
 
+def test_retry_after_waits_for_the_work_in_flight_to_end():
+    """An analysis frees its passes only when it ends: while a long one holds them, a refusal says to come
+    back when it is likely done, at the recent throughput, not in a second."""
+    from app.web.batching import WorkLimiter
+    from app.web.errors import ServerBusy
+
+    limiter = WorkLimiter(10_240)
+    limiter._done.extend((time.monotonic(), 60) for _ in range(15))  # 900 passes done in the last half minute: 30 a second
+
+    async def main():
+        async with limiter.admit(10_228):  # the worst explained request, admitted
+            with pytest.raises(ServerBusy) as refused:
+                async with limiter.admit(20):
+                    pass
+        return refused.value
+
+    refused = asyncio.run(main())
+    assert refused.headers["Retry-After"] == "120"  # 10,228 passes at 30 a second: 341 s, said as at most 2 minutes
+    assert WorkLimiter(100).retry_after(50) == WorkLimiter.WINDOW_S  # no recent throughput to go by
+
+
+def test_a_trailing_slash_is_not_redirected_to_the_host_the_client_named(web_database):
+    app, _, _ = analyzer_app(web_database)
+    with TestClient(app, follow_redirects=False) as client:
+        response = client.get("/api/movies/", headers={"Host": "evil.example"})
+    assert response.status_code == 404 and "location" not in response.headers
+
+
 def test_a_client_over_the_rate_limit_gets_429_with_retry_after(web_database):
     """Over HTTP: the requests that make the server work are counted per client address; reads are not."""
     app, _, models = analyzer_app(web_database, rate_limit="3/minute;2/second")
@@ -873,6 +901,8 @@ def test_every_answer_carries_the_security_headers(web_database):
             httpx.post(f"{url}/api/predict", content=b"x", headers={"Authorization": "Bearer s3cret"}),
         ]
         docs = httpx.get(f"{url}/docs")
+        assets = [httpx.get(f"{url}/docs-assets/{name}") for name in ("swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js")]
+    assert [a.status_code for a in assets] == [200, 200, 200]
     assert [a.status_code for a in answers] == [200, 200, 200, 404, 401, 415]
     for answer in answers:
         policy = answer.headers["content-security-policy"]
@@ -880,9 +910,10 @@ def test_every_answer_carries_the_security_headers(web_database):
         assert answer.headers["x-frame-options"] == "DENY"
         assert answer.headers["x-content-type-options"] == "nosniff"
         assert answer.headers["referrer-policy"] == "strict-origin-when-cross-origin"
-    # Swagger UI comes from its CDN and starts with an inline script: allowed there only, still not framed
-    assert docs.status_code == 200 and "cdn.jsdelivr.net" in docs.headers["content-security-policy"]
-    assert "frame-ancestors 'none'" in docs.headers["content-security-policy"]
+    # Swagger UI's files come from this server, and an inline script starts it: allowed there only, still not framed
+    assert docs.status_code == 200 and "/docs-assets/swagger-ui-bundle.js" in docs.text and "https:" not in docs.text
+    assert "http" not in docs.headers["content-security-policy"] and "frame-ancestors 'none'" in docs.headers["content-security-policy"]
+    assert "'unsafe-inline'" in docs.headers["content-security-policy"] and "'unsafe-inline'" not in answers[0].headers["content-security-policy"].split("style-src-attr")[0]
 
 
 # --- the NB-SVM model file ------------------------------------------------------------------------

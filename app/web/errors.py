@@ -222,7 +222,8 @@ def install(app: FastAPI) -> None:
             "Database %s failed on %s %s (%s): if it is missing tables or damaged, run `textflix build`.",
             url, request.method, route_path(request.scope), error.__class__.__name__,
         )  # fmt: skip
-        message = f"The database at {url} cannot be read or written right now: if it is missing tables or damaged, run `textflix build` to build it."
+        # its address and path are for the log, not for every client
+        message = "The database cannot be read or written right now: if it is missing tables or damaged, run `textflix build` to build it."
         return error_response(request, 503, [problem(None, message)], title="The database cannot be read")
 
     async def server_error(request: Request, error: Exception) -> Response:

@@ -42,6 +42,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Sentiment analysis of movie reviews, explained. JSON API under /api/; "
         "errors are `{\"detail\": [{\"field\", \"message\", \"limit\"?}]}`.",
         lifespan=lifespan,
+        # no redirect from /api/movies/ to /api/movies: it would be built from the Host header, which the
+        # client writes (Host: evil.example sent it to http://evil.example/api/movies)
+        redirect_slashes=False,
+        docs_url=None,  # /docs and /redoc on local files instead (app.web.api.install_docs)
+        redoc_url=None,
     )
     problem = database_problem(settings.database)
     if problem:
