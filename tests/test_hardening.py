@@ -541,7 +541,7 @@ CLEANED = "A disaster \u2013 ten minutes of \u201ccharm\u201d.\n\nThen nothing\u
 
 def test_posted_texts_are_cleaned_as_the_catalogues_reviews_are(web_database):
     app, _, _ = analyzer_app(web_database, allow_anonymous_writes=True)
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:  # a Host naming this machine, which writes need
         [result] = client.post("/api/predict", json={"texts": [POSTED], "explain": True}).json()["results"]
         assert result["text"] == CLEANED
         assert [result["text"][s["start"] : s["end"]] for s in result["sentences"]] == [s["text"] for s in result["sentences"]]

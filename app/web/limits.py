@@ -148,8 +148,9 @@ def check_write_allowed(request: Request, settings: Settings, field: str = "titl
     """Storing a review, or exporting the database, needs the token (checked by the guard, or by
     ``require_token``, when one is set) or ``allow_anonymous_writes``: where the request comes from cannot
     decide it, as a forwarder or proxy on this machine makes any client look local. A server that listens
-    on the loopback takes anonymous writes only for a Host that names this machine, so that a page of
-    another site whose name resolves to 127.0.0.1 (DNS rebinding) cannot write."""
+    on the loopback, behind no proxy it trusts (``trusted_proxies``, whose Host is its own choice), takes
+    anonymous writes only for a Host that names this machine, so that a page of another site whose name
+    resolves to 127.0.0.1 (DNS rebinding) cannot write."""
     if settings.api_token is not None:
         return
     if not settings.allow_anonymous_writes:
@@ -158,7 +159,7 @@ def check_write_allowed(request: Request, settings: Settings, field: str = "titl
             f"This server {what} only with its token: its operator can set TEXTFLIX_API_TOKEN (and you send the "
             "token), or TEXTFLIX_ALLOW_ANONYMOUS_WRITES=1 to take writes from anyone who reaches it.",
         )  # fmt: skip
-    if on_loopback(settings.host) and (reason := foreign_host(request)):
+    if on_loopback(settings.host) and not settings.trusted_proxies and (reason := foreign_host(request)):
         raise AppError.one(
             403, field, f"Without a token this server {what} only for a Host that names this machine, and {reason}; "
             "TEXTFLIX_API_TOKEN lets a client with the token write from anywhere.",
