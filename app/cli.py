@@ -219,11 +219,29 @@ def files_size(directory: Path) -> int:
 
 def up(settings: Settings) -> int:
     """Build what the site needs, then serve it while a background build does the rest (for /about)."""
+    settings = with_local_writes(settings)
     rest, built = build_for_the_site(settings)
     if not rest:
         return serve(settings)
     with background_build(built, rest):
         return serve(settings)
+
+
+def with_local_writes(settings: Settings) -> Settings:
+    """``settings``, with anonymous writes on when they serve the loopback without a token and leave
+    ``allow_anonymous_writes`` unset: the one person at this machine stores reviews without a token.
+    Said on the console, since anyone whose requests a forwarder on this machine passes on may then write too."""
+    from app.web.limits import on_loopback
+
+    if settings.api_token is not None or "allow_anonymous_writes" in settings.model_fields_set or not on_loopback(settings.host):
+        return settings
+    log.warning(
+        "Anonymous writes are on: without TEXTFLIX_API_TOKEN, `textflix up` on %s stores reviews posted, and hands out "
+        "the export, without a token, to anyone whose requests reach this port (a proxy or forwarder on this machine "
+        "passes on others' too). Set TEXTFLIX_API_TOKEN, or TEXTFLIX_ALLOW_ANONYMOUS_WRITES=0, to need the token.",
+        settings.host,
+    )  # fmt: skip
+    return settings.model_copy(update={"allow_anonymous_writes": True})
 
 
 def build_for_the_site(settings: Settings) -> tuple[list[str], Settings]:

@@ -197,8 +197,9 @@ class ApiLimits(ConfigGroup):
     )  # fmt: skip
     allow_anonymous_writes: bool = Field(
         False,
-        description="Store reviews posted without a token even when the server listens beyond this machine "
-        "(without a token, only a loopback server stores them).",
+        description="Without TEXTFLIX_API_TOKEN, store reviews posted, and hand out the export, to anyone who reaches "
+        "the server (through any proxy or forwarder too); off, they need the token. `textflix up` on a loopback "
+        "address turns it on unless it is set, and says so.",
     )
 
     @field_validator("rate_limit")

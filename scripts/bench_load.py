@@ -13,9 +13,10 @@ mathematical alphanumerics: such a text takes 4 bytes a character in memory):
 
 First the explained request alone: its time and the server's memory meanwhile. Then for
 --seconds, --clients clients that never pause send these requests in turn, while another
-client sends one short POST /api/predict every 0.2 s. Prints one line per figure: the short
-request's median, p99 and worst latency, the answers by status (429s are refusals with
-Retry-After, 5xx must be zero), and the server's memory.
+client sends one short POST /api/predict every 0.2 s; then as long again, the clients send only
+the ordinary request (TEXTFLIX_MAX_TEXTS texts, not explained). Prints the CPU, and one line per
+figure: the short request's median, p99 and worst latency under each load, the answers by status
+(429s are refusals with Retry-After, 5xx must be zero), and the server's memory.
 
     python scripts/bench_load.py [--data-dir data] [--clients 7] [--seconds 60]
 """
@@ -25,6 +26,7 @@ import asyncio
 import collections
 import itertools
 import json
+import os
 import random
 import statistics
 import sys
@@ -115,6 +117,21 @@ def describe(settings: Settings, path: str, body: dict) -> str:
     )
 
 
+def cpu_name() -> str:
+    """This machine's CPU as /proc/cpuinfo names it, its cores, and whether it has native bfloat16."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "unknown")
+    bf16 = "native bfloat16" if "avx512_bf16" in info or "amx_bf16" in info else "no native bfloat16"
+    return f"{name}, {os.cpu_count()} cores, {bf16}"
+
+
+def latency_line(what: str, latencies: list[float]) -> str:
+    return (
+        f"short POST /api/predict under {what}: median {ms(statistics.median(latencies))}, "
+        f"p99 {ms(percentile(latencies, 99))}, worst {ms(max(latencies))} ({len(latencies)} requests)"
+    )
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -195,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     if not db.is_file() or not (args.data_dir / "models" / "bert").is_dir():
         raise SystemExit(f"No built database and models in {args.data_dir}: run `textflix build` first.")
     settings = Settings()
+    print(f"CPU: {cpu_name()}", flush=True)
     requests = worst_requests(settings, args.seed)
+    ordinary = [request for request in requests if request[0] == "/api/predict" and not request[2].get("explain")]
     for path, _, body in requests:
         print(f"request {describe(settings, path, body)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="textflix-load-") as tmp:
@@ -216,15 +235,15 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             statuses, latencies, memory = asyncio.run(load_test(server.url, pid, requests, args.clients, args.seconds))
+            print(f"{args.clients} clients sending the ordinary request for {args.seconds:.0f} s", flush=True)
+            _, ordinary_latencies, _ = asyncio.run(load_test(server.url, pid, ordinary, args.clients, args.seconds))
             time.sleep(10)
             after = httpx.get(f"{server.url}/api/health", timeout=60).json()
             memory.append(rss_mib(pid))
         finally:
             server.stop()
-    print(
-        f"short POST /api/predict under load: median {ms(statistics.median(latencies))}, "
-        f"p99 {ms(percentile(latencies, 99))}, worst {ms(max(latencies))} ({len(latencies)} requests)"
-    )
+    print(latency_line(f"{args.clients} clients of the worst requests", latencies))
+    print(latency_line(f"{args.clients} clients of the ordinary request", ordinary_latencies))
     for (path, status), count in sorted(statuses.items()):
         print(f"answers {path} {status}: {count}")
     errors = sum(count for (_, status), count in statuses.items() if status >= 500)

@@ -49,10 +49,11 @@ LIME_SAMPLES = 16
 
 def api_settings(data_dir: Path, **changes) -> Settings:
     # room for the 200 explained reviews of test_200_concurrent_posts_store_200_reviews at once, from one
-    # client address (as the fuzzing's requests): no per-client rate limit
+    # client address (as the fuzzing's requests): no per-client rate limit; writes without a token, as
+    # `textflix up` on the loopback takes them
     values = dict(
         data_dir=data_dir, lime_samples=LIME_SAMPLES, api_token=None, batch_window_ms=5, device="cpu",
-        max_work_in_flight=16_384, rate_limit="",
+        max_work_in_flight=16_384, rate_limit="", allow_anonymous_writes=True,
     )  # fmt: skip
     return Settings(**{**values, **changes})
 
@@ -634,6 +635,7 @@ def test_missing_database_gives_503_on_reads(tmp_path):
         response = test_client.get("/api/movies")
         assert response.status_code == 503 and error_fields(response) == [None]
         assert "cannot be read" in response.json()["detail"][0]["message"]
+        assert str(tmp_path) not in response.text and "sqlite" not in response.text  # its path is in the log only
         assert test_client.get("/api/health").json()["database"] == "unavailable"
 
 
@@ -781,7 +783,7 @@ def client_count_on_page(api_url: str, title_id: str) -> int:
 def test_a_stored_review_survives_a_crash_right_after_the_201(api_data_dir, tmp_path):
     url = build_web_database(tmp_path / "crash.db")
     text = "Saved before the answer. Then the server died."
-    with serve_process(api_data_dir, url, tmp_path / "serve.log", env={"TEXTFLIX_LIME_SAMPLES": "8"}) as server:
+    with serve_process(api_data_dir, url, tmp_path / "serve.log", env={"TEXTFLIX_LIME_SAMPLES": "8", "TEXTFLIX_ALLOW_ANONYMOUS_WRITES": "1"}) as server:
         response = httpx.post(f"{server.url}/api/reviews", json={"text": text, "title_id": TITLE}, timeout=60)
         server.process.send_signal(signal.SIGKILL)  # as abrupt as a power cut, right after the 201
         server.process.wait(10)

@@ -34,6 +34,7 @@ import numpy as np
 
 from app.settings import Settings
 from app.web.batching import BACKGROUND, CALL_WEIGHT, FULL_TEXT_CHARS, MicroBatcher, ProbaFn, WorkLimiter, analysis_cost
+from app.web.limits import off_the_loop
 from model.config import LimeConfig
 from model.names import DISPLAY_NAMES, MODELS, STUDENT_NETWORK, TEACHER, label_of
 from model.quality import assessment
@@ -261,11 +262,12 @@ class ModelAnalyzer:
         ``ExplanationTooLarge`` when the texts have more sentences than one request may explain, or
         their explanations more work than the server takes at once."""
         texts, lime = list(texts), self.settings.group(LimeConfig)
+        readers = await off_the_loop(self._readers, texts)  # splits each text
         # The texts' own passes first: what the explanations cost is known once the texts are split.
-        async with self.work.admit(analysis_cost(texts, False, lime) + self._reader_cost(texts, False, lime)) as reserve:
+        async with self.work.admit(analysis_cost(texts, False, lime) + self._reader_cost(texts, readers, False, lime)) as reserve:
             if explain:  # side by side, so the texts and LIME's samples can share model calls
                 spans = await self._sentences(texts)
-                reserve(self._explanation_cost(texts, spans, lime))
+                reserve(self._explanation_cost(texts, spans, readers, lime))
                 p_positive, *explanations = await asyncio.gather(
                     self.predict(texts), *(self.explain(text, text_spans) for text, text_spans in zip(texts, spans))
                 )
@@ -277,17 +279,16 @@ class ModelAnalyzer:
             for name in self.batchers:
                 p = float(p_positive[name][index])
                 predictions[name] = {"label": label_of(p), "p_positive": p}
-                if name in self.read_by:
-                    predictions[name]["read_by"] = self.read_by[name](texts[index])
+                if name in readers[index]:
+                    predictions[name]["read_by"] = readers[index][name]
             results.append({"predictions": predictions})
         for result, explanation in zip(results, explanations):
             result.update(explanation)
         return results
 
     async def _sentences(self, texts: list[str]) -> list[list[Span]]:
-        """The sentences of each text, split in a LIME thread (splitting is pure Python), within the budget."""
-        await self.start()
-        spans = await asyncio.get_running_loop().run_in_executor(self._lime, lambda: [sentence_spans(t) for t in texts])
+        """The sentences of each text (split off the event loop: pure Python), within the budget."""
+        spans = await off_the_loop(lambda: [sentence_spans(t) for t in texts])
         count, limit = sum(map(len, spans)), self.settings.max_explain_sentences
         if count > limit:
             raise ExplanationTooLarge(
@@ -297,9 +298,9 @@ class ModelAnalyzer:
             )
         return spans
 
-    def _explanation_cost(self, texts: list[str], spans: list[list[Span]], lime: LimeConfig) -> int:
+    def _explanation_cost(self, texts: list[str], spans: list[list[Span]], readers: list[dict[str, str]], lime: LimeConfig) -> int:
         """``analysis_cost`` of explaining ``texts``; ``ExplanationTooLarge`` if the server never takes that much."""
-        cost, capacity = analysis_cost(texts, True, lime, spans) + self._reader_cost(texts, True, lime), self.work.capacity
+        cost, capacity = analysis_cost(texts, True, lime, spans) + self._reader_cost(texts, readers, True, lime), self.work.capacity
         if cost > capacity:
             raise ExplanationTooLarge(
                 f"Explaining this ({sum(map(len, texts)):,} characters, {sum(map(len, spans)):,} sentences) takes "
@@ -309,11 +310,15 @@ class ModelAnalyzer:
             )
         return cost
 
-    def _reader_cost(self, texts: list[str], explain: bool, lime: LimeConfig) -> int:
+    def _readers(self, texts: list[str]) -> list[dict[str, str]]:
+        """For each text, the network that reads it, by model (``read_by``; splitting it: pure Python, slow for long texts)."""
+        return [{name: read_by(text) for name, read_by in self.read_by.items()} for text in texts]
+
+    def _reader_cost(self, texts: list[str], readers: list[dict[str, str]], explain: bool, lime: LimeConfig) -> int:
         """What the texts a model hands to its teacher cost beyond what ``analysis_cost`` charges: the
         teacher reads a text in ``READER_COST`` times the student's time, for its prediction and, when
         it is explained, once more (its explanation scores it, and the empty text, which no network reads)."""
-        alone = [text for text in texts if any(read_by(text) == TEACHER for read_by in self.read_by.values())]
+        alone = [text for text, read in zip(texts, readers) if TEACHER in read.values()]
         if not alone:
             return 0
         return (READER_COST - 1) * (2 if explain else 1) * analysis_cost(alone, False, lime)

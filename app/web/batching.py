@@ -93,7 +93,7 @@ class WorkLimiter:
                 raise ServerBusy(
                     f"The server is busy with {others:,} model passes of other analyses; this one needs "
                     f"{total:,} and the limit is {self.capacity:,} (TEXTFLIX_MAX_WORK_IN_FLIGHT). Retry shortly.",
-                    self.retry_after(others + total - self.capacity),
+                    self.retry_after(others),
                 )
             self.in_flight += total - held
             held = total
@@ -105,13 +105,15 @@ class WorkLimiter:
         finally:
             self.in_flight -= held
 
-    def retry_after(self, excess: int) -> int:
-        """Seconds until ``excess`` model passes more are likely to fit, from the throughput of the last half minute."""
+    def retry_after(self, others: int) -> int:
+        """Seconds until the ``others`` model passes in flight are likely done, at the throughput of the last half
+        minute (an analysis frees its passes only when it ends: a minute-long one holds them all for its minute);
+        the half minute itself when none ended in it."""
         now = time.monotonic()
         while self._done and self._done[0][0] < now - self.WINDOW_S:
             self._done.popleft()
         rate = sum(units for _, units in self._done) / self.WINDOW_S
-        return 5 if rate == 0 else max(1, min(60, math.ceil(excess / rate)))
+        return int(self.WINDOW_S) if rate == 0 else max(1, min(120, math.ceil(others / rate)))
 
 
 class MicroBatcher:

@@ -189,7 +189,8 @@ def validation_problems(error: RequestValidationError) -> list[dict]:
             position = f" at character {loc[1]}" if len(loc) > 1 else ""
             message = f"The body is not valid JSON: {ctx.get('error', 'decode error')}{position}."
         elif kind == "extra_forbidden":
-            message = "Unknown field; the schema at /docs lists the fields this endpoint takes."
+            count = f"{ctx['count']:,} unknown fields (the first: {', '.join(map(repr, ctx['some']))})" if "count" in ctx else "Unknown field"
+            message = f"{count}; the schema at /docs lists the fields this endpoint takes."
         elif kind == "missing" and loc == ("body",):
             message = "The request body is missing: send a JSON object."
         limit = next((ctx[key] for key in ("max_length", "min_length", "le", "ge", "lt", "gt") if isinstance(ctx.get(key), int)), None)
@@ -221,7 +222,8 @@ def install(app: FastAPI) -> None:
             "Database %s failed on %s %s (%s): if it is missing tables or damaged, run `textflix build`.",
             url, request.method, route_path(request.scope), error.__class__.__name__,
         )  # fmt: skip
-        message = f"The database at {url} cannot be read or written right now: if it is missing tables or damaged, run `textflix build` to build it."
+        # its address and path are for the log, not for every client
+        message = "The database cannot be read or written right now: if it is missing tables or damaged, run `textflix build` to build it."
         return error_response(request, 503, [problem(None, message)], title="The database cannot be read")
 
     async def server_error(request: Request, error: Exception) -> Response:

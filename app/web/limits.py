@@ -3,15 +3,23 @@
 Each check raises ``AppError`` (422) naming the field and the limit, before any work is done.
 """
 
+import asyncio
 import ipaddress
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
 from app.settings import Settings
 from app.web.errors import AppError, problem
+from model.data import clean_text
 
+# Cleaning and splitting posted texts (pure Python: a second or more for a request of long texts) run
+# here, off the event loop, in two threads: each busy thread takes turns with the event loop for the
+# interpreter, so that more of them would make every other request wait longer.
+READING = ThreadPoolExecutor(2, thread_name_prefix="textflix-reading")
 IDENTIFIER_MAX_CHARS = 64  # title ids and other short string fields
 MAX_ID = 2**63 - 1  # the largest row id a database can hold
 # Unicode's format characters (zero-width space, joiners, byte-order mark, …): a text of only these,
@@ -34,20 +42,45 @@ def text_problems(field: str, text: str, settings: Settings) -> list[dict]:
     return []
 
 
-def check_text(field: str, text: str, settings: Settings) -> None:
+async def off_the_loop(function, *args):
+    """``function(*args)`` in a ``READING`` thread: for work on posted texts that reads every character."""
+    return await asyncio.get_running_loop().run_in_executor(READING, partial(function, *args))
+
+
+def raw_length_problems(field: str, text: str, settings: Settings) -> list[dict]:
+    """A text longer than the limit as it was posted: refused before it is cleaned, which reads every character."""
+    limit = settings.max_text_chars
+    if len(text) > limit:
+        return [problem(field, f"The text is {len(text):,} characters long; the limit is {limit:,}.", limit)]
+    return []
+
+
+def posted_text(field: str, text: str, settings: Settings) -> str:
+    """``text`` as posted, checked (its length first, as posted) and cleaned as the catalogue's reviews are
+    (``model.data.clean_text``); ``AppError`` (422) naming ``field`` when it is not one to analyse.
+    Reads every character: run it off the event loop (``off_the_loop``)."""
+    if problems := raw_length_problems(field, text, settings):
+        raise AppError(422, problems)
+    text = clean_text(text)
     if problems := text_problems(field, text, settings):
         raise AppError(422, problems)
+    return text
 
 
-def check_texts(texts: list[str], settings: Settings) -> None:
+def posted_texts(texts: list[str], settings: Settings) -> list[str]:
+    """``posted_text`` of each of a request's ``texts``, their number checked first; every problem at once."""
     most = settings.max_texts
     if not texts:
         raise AppError.one(422, "texts", "Send at least 1 text.", 1)
     if len(texts) > most:
-        raise AppError.one(422, "texts", f"At most {most} texts per request; got {len(texts)}.", most)
-    problems = [p for i, text in enumerate(texts) for p in text_problems(f"texts[{i}]", text, settings)]
+        raise AppError.one(422, "texts", f"At most {most} texts per request; got {len(texts):,}.", most)
+    problems = [p for i, text in enumerate(texts) for p in raw_length_problems(f"texts[{i}]", text, settings)]
     if problems:
         raise AppError(422, problems)
+    texts = [clean_text(text) for text in texts]
+    if problems := [p for i, text in enumerate(texts) for p in text_problems(f"texts[{i}]", text, settings)]:
+        raise AppError(422, problems)
+    return texts
 
 
 def check_explanation_size(field: str, texts: list[str], settings: Settings) -> None:
@@ -90,10 +123,6 @@ def check_page_size(per_page: int, settings: Settings) -> None:
         raise AppError.one(422, "per_page", f"At most {limit} items per page; got {per_page:,}.", limit)
 
 
-# Headers a proxy adds: a request that has one came through a proxy, whatever address it comes from.
-FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip", "via")
-
-
 def on_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -103,21 +132,8 @@ def on_loopback(host: str) -> bool:
         return False
 
 
-def not_local(request: Request, settings: Settings) -> str | None:
-    """Why ``request`` is not from a client on this machine, or None when it is.
-
-    The client is the connecting socket's address; uvicorn takes it from X-Forwarded-For only
-    from ``trusted_proxies`` (``app.cli.uvicorn_options``), and without any, a request that
-    carries a proxy's header came through a proxy and is not taken as local. The Host header
-    must name this machine too (``localhost`` or a loopback address), so that a page of
-    another site whose name resolves to 127.0.0.1 (DNS rebinding) cannot write."""
-    client = request.client.host if request.client else None
-    if client is None or not on_loopback(client):
-        return f"the client is at {client or 'an unknown address'}"
-    if not settings.trusted_proxies:
-        forwarded = [name for name in FORWARDING_HEADERS if name in request.headers]
-        if forwarded:
-            return f"it came through a proxy ({', '.join(forwarded)}) and TEXTFLIX_TRUSTED_PROXIES is not set"
+def foreign_host(request: Request) -> str | None:
+    """Why the request's Host header does not name this machine (``localhost`` or a loopback address), or None."""
     host = request.headers.get("host", "")
     try:
         hostname = urlsplit(f"//{host}").hostname
@@ -130,13 +146,21 @@ def not_local(request: Request, settings: Settings) -> str | None:
 
 def check_write_allowed(request: Request, settings: Settings, field: str = "title_id", what: str = "stores reviews") -> None:
     """Storing a review, or exporting the database, needs the token (checked by the guard, or by
-    ``require_token``, when one is set), a client on this machine (``not_local``), or
-    ``allow_anonymous_writes``."""
-    if settings.api_token is not None or settings.allow_anonymous_writes:
+    ``require_token``, when one is set) or ``allow_anonymous_writes``: where the request comes from cannot
+    decide it, as a forwarder or proxy on this machine makes any client look local. A server that listens
+    on the loopback, behind no proxy it trusts (``trusted_proxies``, whose Host is its own choice), takes
+    anonymous writes only for a Host that names this machine, so that a page of another site whose name
+    resolves to 127.0.0.1 (DNS rebinding) cannot write."""
+    if settings.api_token is not None:
         return
-    if reason := not_local(request, settings):
+    if not settings.allow_anonymous_writes:
         raise AppError.one(
             403, field,
-            f"Without a token this server {what} only for this machine, and {reason}: its operator can "
-            "set TEXTFLIX_API_TOKEN (and you send the token), or TEXTFLIX_ALLOW_ANONYMOUS_WRITES=1.",
+            f"This server {what} only with its token: its operator can set TEXTFLIX_API_TOKEN (and you send the "
+            "token), or TEXTFLIX_ALLOW_ANONYMOUS_WRITES=1 to take writes from anyone who reaches it.",
+        )  # fmt: skip
+    if on_loopback(settings.host) and not settings.trusted_proxies and (reason := foreign_host(request)):
+        raise AppError.one(
+            403, field, f"Without a token this server {what} only for a Host that names this machine, and {reason}; "
+            "TEXTFLIX_API_TOKEN lets a client with the token write from anywhere.",
         )  # fmt: skip

@@ -18,7 +18,7 @@ from app.settings import Settings
 from app.web.analysis import Analyzer
 from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
 from app.web.errors import AppError, route_path, wants_json
-from app.web.limits import MAX_ID, check_explanation_size, check_text, plausible_identifier
+from app.web.limits import MAX_ID, check_explanation_size, off_the_loop, plausible_identifier, raw_length_problems, text_problems
 from app.web.queries import about, dashboard, reviews, rows, summaries
 from app.web.templating import STATIC_DIR, templates
 from app.web.view import View
@@ -175,6 +175,14 @@ async def _submitted(request: Request) -> dict:
     return body if isinstance(body, dict) else {}
 
 
+def _cleaned(text: str, clean: bool) -> tuple[str, str]:
+    """The posted ``text``, cleaned (when ``clean``) as the API's texts and the catalogue's reviews are, and as
+    the form gives it back, printable; off the event loop, as both read every character."""
+    if clean:
+        text = clean_text(text)
+    return text, text.encode("utf-8", "replace").decode("utf-8")
+
+
 async def _analysis(request: Request, analyzer: Analyzer, settings: Settings, data: dict) -> None:
     """Fill ``data`` with the analysis of the posted text, or raise ``AppError`` saying why not."""
     if request.method != "POST":  # a link may fill the form in, but only a POST makes the server work
@@ -184,12 +192,15 @@ async def _analysis(request: Request, analyzer: Analyzer, settings: Settings, da
     text = fields.get("text", "")
     if not isinstance(text, str):
         raise AppError.one(422, "text", "The text must be a string.")
-    text = clean_text(text)  # as the API's texts and the catalogue's reviews
-    data["text"] = text.encode("utf-8", "replace").decode("utf-8")  # the form gives it back, printable
+    too_long = raw_length_problems("text", text, settings)  # before the cleaning, which reads every character
+    text, data["text"] = await off_the_loop(_cleaned, text, not too_long)
+    if too_long:
+        raise AppError(422, too_long)
     require_models(analyzer)
     if not text.strip():
         raise AppError.one(422, "text", "Paste a review into the box first.", 1)
-    check_text("text", text, settings)
+    if problems := text_problems("text", text, settings):
+        raise AppError(422, problems)
     check_explanation_size("text", [text], settings)
     data["result"] = await _analyze(request, analyzer, text)
 

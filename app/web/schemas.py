@@ -6,22 +6,35 @@ that depend on the settings (text length, number of texts, page size) are checke
 routes and written into the OpenAPI schema at start-up (``app.web.api.document_limits``).
 """
 
-from typing import Annotated, Literal
+from itertools import islice
+from typing import Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model, model_validator
+from pydantic_core import PydanticCustomError
 
-from model.data import clean_text
 from model.names import MODELS, NEGATIVE, POSITIVE
 
 Label = Literal[POSITIVE, NEGATIVE]
-# A posted review, cleaned as the archive's are when they are read (``model.data.clean_text``): the C1
-# characters mapped through Windows-1252 (U+0096 is the dash meant), other control characters dropped,
-# ``<br />`` a line break, the ends trimmed.
-PostedText = Annotated[StrictStr, AfterValidator(clean_text)]
+# A posted review, as posted: the routes check its length, then clean it as the archive's are when they are
+# read (``app.web.limits.posted_text``, ``model.data.clean_text``: the C1 characters mapped through
+# Windows-1252, other control characters dropped, ``<br />`` a line break, the ends trimmed), off the event loop.
+PostedText = StrictStr
+# Unknown fields past this many are refused as one error, not one each (a body of a million keys would
+# otherwise make a million errors, while the event loop waits).
+MOST_UNKNOWN_FIELDS_NAMED = 20
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_too_many_unknown_fields(cls, data):
+        if isinstance(data, dict) and len(data) > len(cls.model_fields) + MOST_UNKNOWN_FIELDS_NAMED:
+            count = len(data) - sum(name in data for name in cls.model_fields)
+            some = list(islice((key for key in data if key not in cls.model_fields), 3))
+            raise PydanticCustomError("extra_forbidden", "{count} unknown fields, among them {some}", {"count": count, "some": some})
+        return data
 
 
 class Open(BaseModel):
@@ -51,6 +64,7 @@ class ErrorResponse(BaseModel):
 
 class PredictRequest(Strict):
     texts: list[PostedText] = Field(
+        fail_fast=True,  # a million wrong items make one error, not a million
         description="Review texts, each non-blank (limits: TEXTFLIX_MAX_TEXTS, TEXTFLIX_MAX_TEXT_CHARS), cleaned as "
         "the catalogue's reviews are (control characters, `<br />`).",
         examples=[["A wonderful, moving film. The ending drags a little."]],

@@ -6,8 +6,14 @@ request and answer schemas in ``app.web.schemas``; the models behind the analysi
 error answers (``app.web.errors``) are the app's, shared with the pages.
 """
 
-from fastapi import FastAPI
+from pathlib import Path
+
+import fastapi_offline
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -16,6 +22,9 @@ from app.web.api import export, health, movies, predict, reviews
 from app.web.schemas import ExportRow
 
 REF_TEMPLATE = "#/components/schemas/{model}"
+# Swagger UI's and ReDoc's files, served from here (/docs-assets/) so that /docs and /redoc work offline and
+# under the pages' policy without a CDN: the fastapi-offline package ships them (its static folder).
+DOCS_ASSETS = Path(fastapi_offline.__file__).parent / "static"
 
 
 def install(app: FastAPI) -> None:
@@ -37,6 +46,36 @@ def install(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi
+    install_docs(app)
+
+
+def install_docs(app: FastAPI) -> None:
+    """/docs (Swagger UI) and /redoc (ReDoc) on the files of ``DOCS_ASSETS``; ``create_app`` turns FastAPI's own off."""
+    app.mount("/docs-assets", StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
+
+    def asset(request: Request, name: str) -> str:
+        return f"{request.scope.get('root_path', '')}/docs-assets/{name}"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=f"{request.scope.get('root_path', '')}{app.openapi_url}", title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url=f"{request.scope.get('root_path', '')}/docs/oauth2-redirect",
+            swagger_js_url=asset(request, "swagger-ui-bundle.js"), swagger_css_url=asset(request, "swagger-ui.css"),
+            swagger_favicon_url=asset(request, "favicon.png"),
+        )  # fmt: skip
+
+    @app.get("/docs/oauth2-redirect", include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=f"{request.scope.get('root_path', '')}{app.openapi_url}", title=f"{app.title} - ReDoc",
+            redoc_js_url=asset(request, "redoc.standalone.js"), redoc_favicon_url=asset(request, "favicon.png"),
+            with_google_fonts=False,
+        )  # fmt: skip
 
 
 def summaries_from_docstrings(schema: dict) -> None:

@@ -1,12 +1,13 @@
 """GET /api/export.jsonl: every catalogue review with its predictions, explanations and their trust figures."""
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import chain
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.engine import Engine
+from starlette.types import Receive, Scope, Send
 
 from app.web import export
 from app.web.deps import get_engine
@@ -18,6 +19,20 @@ router = APIRouter(prefix="/api", tags=["export"])
 
 class JsonLinesResponse(StreamingResponse):
     media_type = "application/x-ndjson"
+
+
+class ExportResponse(JsonLinesResponse):
+    """The export's lines; ``done`` is called once the response ends, sent whole or not (its client left)."""
+
+    def __init__(self, content: Iterator[str], done: Callable[[], None]):
+        super().__init__(content)
+        self.done = done
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:  # no thread reads the lines any more: a read in flight was awaited, or it failed
+            self.done()
 
 
 def json_errors(*statuses: int) -> dict:
@@ -59,12 +74,13 @@ def export_jsonl(request: Request, engine: Engine = Depends(get_engine)) -> Json
     except BaseException:
         lock.release()
         raise
-    return JsonLinesResponse(released_after(chain([first], chunks), lock))
 
+    def done() -> None:
+        """Close the database reading, and let the next export begin: at the end, or when the client left
+        (a stream that is merely dropped would wait for the garbage collector, which may not come)."""
+        try:
+            chunks.close()
+        finally:
+            lock.release()
 
-def released_after(chunks: Iterator[str], lock: threading.Lock) -> Iterator[str]:
-    """``chunks``, releasing ``lock`` once they are sent, or once the stream is dropped (the client left)."""
-    try:
-        yield from chunks
-    finally:
-        lock.release()
+    return ExportResponse(chain([first], chunks), done)

@@ -7,7 +7,7 @@ from app.web.analysis import Analyzer
 from app.web.deps import analyze_while_connected, get_analyzer, get_settings, require_models
 from app.web.errors import GUARD_ERRORS, error_responses
 from app.web.guard import bearer
-from app.web.limits import check_explanation_size, check_texts
+from app.web.limits import check_explanation_size, off_the_loop, posted_texts
 from app.web.schemas import PredictRequest, PredictResponse
 
 router = APIRouter(prefix="/api", tags=["analysis"], responses=error_responses(422, 429, 503))
@@ -31,8 +31,8 @@ async def predict(
     One result per text, in order: each model's label and positive probability, and with
     `explain` the sentences with their character spans and LIME weight per model.
     Concurrent requests are batched together for the models."""
-    check_texts(body.texts, settings)
+    texts = await off_the_loop(posted_texts, body.texts, settings)  # cleaning reads every character
     if body.explain:
-        check_explanation_size("texts", body.texts, settings)
+        check_explanation_size("texts", texts, settings)
     require_models(analyzer)
-    return {"results": await analyze_while_connected(request, analyzer, "texts", body.texts, body.explain)}
+    return {"results": await analyze_while_connected(request, analyzer, "texts", texts, body.explain)}

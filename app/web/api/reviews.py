@@ -20,7 +20,7 @@ from app.web.deps import (
 )
 from app.web.errors import GUARD_ERRORS, AppError, error_responses
 from app.web.guard import bearer
-from app.web.limits import MAX_ID, check_explanation_size, check_identifier, check_text, check_write_allowed
+from app.web.limits import MAX_ID, check_explanation_size, check_identifier, check_write_allowed, off_the_loop, posted_text
 from app.web.queries.reviews import review_page
 from app.web.schemas import ReviewDetail, ReviewRequest, ReviewResult
 from app.web.store import catalogue_title_exists, store_user_review
@@ -55,16 +55,16 @@ async def post_review(
     `title_id` the review is stored (source `user`, shown with the catalogue), committed
     before the answer, which is **201** with its id and URL; without one, nothing is stored
     and the answer is 200."""
-    check_text("text", body.text, settings)
+    text = await off_the_loop(posted_text, "text", body.text, settings)  # cleaning reads every character
     check_identifier("title_id", body.title_id)
-    check_explanation_size("text", [body.text], settings)
+    check_explanation_size("text", [text], settings)
     require_models(analyzer)
     if body.title_id is not None:
         check_write_allowed(request, settings)
         engine = await get_engine(request)  # only a review to store needs the database
         if not await run_in_threadpool(catalogue_title_exists, engine, body.title_id):
             raise AppError.one(422, "title_id", f"There is no title {body.title_id!r} in the catalogue.")
-    [result] = await analyze_while_connected(request, analyzer, "text", [body.text], True)
+    [result] = await analyze_while_connected(request, analyzer, "text", [text], True)
     answer = {**result, "stored": False, "title_id": body.title_id, "label": body.label}
     if body.label is not None:
         for prediction in answer["predictions"].values():
@@ -72,7 +72,7 @@ async def post_review(
     if body.title_id is None:
         response.status_code = 200
         return answer
-    review_id = await run_in_threadpool(store_user_review, engine, write_lock, body.text, body.title_id, body.label, result)
+    review_id = await run_in_threadpool(store_user_review, engine, write_lock, text, body.title_id, body.label, result)
     answer.update(stored=True, id=review_id, url=f"/reviews/{review_id}", api_url=f"/api/reviews/{review_id}")
     response.headers["Location"] = answer["api_url"]
     return answer
