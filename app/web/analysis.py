@@ -33,6 +33,7 @@ from typing import Protocol
 import numpy as np
 
 from app.settings import Settings
+from app.web import whatif
 from app.web.batching import BACKGROUND, CALL_WEIGHT, FULL_TEXT_CHARS, MicroBatcher, ProbaFn, WorkLimiter, analysis_cost
 from model.config import LimeConfig
 from model.names import DISPLAY_NAMES, MODELS, STUDENT_NETWORK, TEACHER, label_of
@@ -152,6 +153,10 @@ def analyzer_of(loaded: dict, settings: Settings, device: str = "cpu", call_weig
         call_weight,
         reads_sentences={name: model.reads_sentences for name, model in loaded.items()},
         read_by={name: network_of(model) for name, model in loaded.items() if getattr(model, "one_sentence_reader", None)},
+        readings={
+            name: whatif.Reading(model.sentences_read, model.length_scale)
+            for name, model in loaded.items() if model.reads_sentences
+        },
     )
 
 
@@ -212,12 +217,15 @@ class ModelAnalyzer:
         call_weight: float = 8,
         reads_sentences: dict[str, bool] | None = None,
         read_by: dict[str, Callable[[str], str]] | None = None,
+        readings: dict[str, "whatif.Reading"] | None = None,
     ):
         """``reads_sentences``: the models that take a text as its ``Sentences`` (LIME's texts go to
-        them so); ``read_by``: for a model that hands some texts to another network, which reads a text."""
+        them so); ``read_by``: for a model that hands some texts to another network, which reads a text;
+        ``readings``: how the models that read a text as the sum of its sentences do (``whatif.Reading``)."""
         self.settings = settings
         self.reads_sentences = reads_sentences or {}
         self.read_by = read_by or {}
+        self.readings = readings or {}
         self.device = device
         window = settings.batch_window_ms / 1000.0
         self.batchers = {
@@ -265,10 +273,11 @@ class ModelAnalyzer:
         async with self.work.admit(analysis_cost(texts, False, lime) + self._reader_cost(texts, False, lime)) as reserve:
             if explain:  # side by side, so the texts and LIME's samples can share model calls
                 spans = await self._sentences(texts)
-                reserve(self._explanation_cost(texts, spans, lime))
+                reserve(cost := self._explanation_cost(texts, spans, lime))
                 p_positive, *explanations = await asyncio.gather(
                     self.predict(texts), *(self.explain(text, text_spans) for text, text_spans in zip(texts, spans))
                 )
+                await self._what_ifs(texts, spans, p_positive, explanations, self._charger(reserve, cost))
             else:
                 p_positive, explanations = await self.predict(texts), []
         results = []
@@ -343,6 +352,48 @@ class ModelAnalyzer:
         ]
         explanations = {name: self._explanation_info(result) for name, result in by_model.items()}
         return {"sentences": sentences, "explanations": explanations}
+
+    def _charger(self, reserve: Callable[[int], None], reserved: int) -> "whatif.Charge":
+        """A ``whatif.Charge`` that raises the reservation of an analysis (``reserved`` so far) by what its texts cost."""
+        lime = self.settings.group(LimeConfig)
+
+        def charge(texts: list[str]) -> None:
+            nonlocal reserved
+            reserved += analysis_cost(texts, False, lime) + self._reader_cost(texts, False, lime)
+            reserve(reserved)
+
+        return charge
+
+    async def _what_ifs(
+        self, texts: list[str], spans: list[list[Span]], p_positive: dict, explanations: list[dict], charge
+    ) -> None:
+        """``whatif.what_if`` of each explained text and model, added in place: each explanation's
+        ``exact`` and ``flip`` (and ``start``, ``log_odds``), each sentence's ``contributions``, and
+        an exact model's probability, the one its sentences' shares add up to."""
+        loop = asyncio.get_running_loop()
+        for name in p_positive:
+            p_positive[name] = p_positive[name].astype(np.float64)
+        for index, (text, text_spans, explained) in enumerate(zip(texts, spans, explanations)):
+            names = list(self.batchers)
+            read = [self.read_by[name](text) if name in self.read_by else None for name in names]
+            sentences_read = await asyncio.gather(*(
+                loop.run_in_executor(self._lime, self.readings[name].sentences_read, text) if name in self.readings
+                else asyncio.sleep(0) for name in names
+            ))  # fmt: skip
+            answers = await asyncio.gather(*(
+                whatif.what_if(
+                    text, text_spans, float(p_positive[name][index]), explained["explanations"][name],
+                    [s["weights"][name] for s in explained["sentences"]], self.batchers[name],
+                    self.readings.get(name), by, sentences, charge,
+                )
+                for name, by, sentences in zip(names, read, sentences_read)
+            ))  # fmt: skip
+            for name, (fields, contributions, p) in zip(names, answers):
+                explained["explanations"][name].update(fields)
+                p_positive[name][index] = p
+                if contributions is not None:
+                    for sentence, share in zip(explained["sentences"], contributions):
+                        sentence.setdefault("contributions", {})[name] = share
 
     def _explanation_info(self, result) -> dict:
         quality = {key: finite_or_none(value) for key, value in result.quality.as_dict().items()}
