@@ -25,24 +25,29 @@ REVIEW = (
 ONE_LINE = "A wonderful, moving film with brilliant acting."
 
 
-@pytest.fixture(scope="module", params=[PER_SENTENCE, PER_TEXT])
-def served(request, real_reviews):
+def served_models(real_reviews, offset_per: str = PER_SENTENCE) -> dict:
     """Both models as a distill build serves them: a sentence-pooled MiniLM with an offset (per sentence,
-    or per text), a temperature and a length factor, handing texts of one sentence to a whole-text MiniLM."""
+    or per text), a temperature and a length factor, handing texts of one sentence to a whole-text MiniLM;
+    NB-SVM trained on 200 real reviews."""
+    import torch
+
     cpu = resolve_device("cpu")
     teacher = BertClassifier.pretrained(BertConfig(base_model=MINILM, max_length=64, pooling="cls", seed=2), cpu)
     student = BertClassifier.pretrained(
         BertConfig(base_model=MINILM, max_length=64, pooling="sentences", length_exponent=-0.5, seed=1), cpu
     )
-    torch = pytest.importorskip("torch")
     with torch.no_grad():  # an untrained head reads every sentence near 0: give its scores some spread
         student.model.classifier.weight.mul_(40)
-    student.offset, student.offset_per, student.temperature = -0.4, request.param, 0.7
+    student.offset, student.offset_per, student.temperature = -0.4, offset_per, 0.7
     student.one_sentence_reader = teacher
     nbsvm = NbsvmClassifier.train(*sample(real_reviews, "train", 100), NbsvmConfig(nbsvm_c=0.1, seed=0))
-    models = {"nbsvm": nbsvm, "bert": student}
-    analyzer = analyzer_of(models, Settings(lime_samples=32, batch_window_ms=0))
-    return models, analyzer
+    return {"nbsvm": nbsvm, "bert": student}
+
+
+@pytest.fixture(scope="module", params=[PER_SENTENCE, PER_TEXT])
+def served(request, real_reviews):
+    models = served_models(real_reviews, request.param)
+    return models, analyzer_of(models, Settings(lime_samples=32, batch_window_ms=0))
 
 
 def analyze(analyzer, texts):

@@ -22,6 +22,7 @@ exact model the guess is exact for texts that still have two sentences or more, 
 fewest; a text of one sentence left goes to the teacher, which re-scoring asks.
 """
 
+import itertools
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -179,3 +180,22 @@ async def what_if(
     if shares is not None:
         fields.update(start=shares.start, log_odds=shares.log_odds)
     return fields, None if shares is None else shares.contributions, p_positive
+
+
+def waterfall(start: float, shares: list[float]) -> dict:
+    """The bars of a waterfall from 0 to ``start``, through each share, to the total, as ``left`` and
+    ``width`` in percent of the range they cover, with 0 at ``zero``: what /analyze draws."""
+    ends = list(itertools.accumulate(shares, initial=start))
+    low, high = min(0.0, *ends), max(0.0, *ends)
+    span = (high - low) or 1.0
+
+    def bar(a: float, b: float) -> dict:
+        left = 100 * (min(a, b) - low) / span
+        return {"left": round(left, 2), "width": round(max(100 * abs(b - a) / span, 0.4), 2)}
+
+    return {
+        "zero": round(100 * -low / span, 2),
+        "start": bar(0.0, start),
+        "steps": [bar(a, b) for a, b in zip(ends, ends[1:])],
+        "total": bar(0.0, ends[-1]),
+    }
