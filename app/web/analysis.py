@@ -7,7 +7,9 @@
      "sentences": [{"text": ..., "start": 0, "end": 25, "weights": {"nbsvm": 0.2, "bert": 0.4}}],
      "explanations": {"nbsvm": {"samples": 64, "intercept": ..., "score": ...}, "bert": {...}}}
 
-(``sentences`` and ``explanations`` only with ``explain``.)
+(``sentences`` and ``explanations`` only with ``explain``; an explained text's "what if", each
+sentence's exact share of an additive model's log-odds and the fewest sentences that flip a
+verdict, is added by ``app.web.whatif``.)
 
 Every model call goes through the model's ``MicroBatcher`` (``app.web.batching``), LIME's
 too (one call per explanation, deduplicated, run in a thread pool), and every analysis
@@ -273,11 +275,11 @@ class ModelAnalyzer:
         async with self.work.admit(analysis_cost(texts, False, lime) + self._reader_cost(texts, False, lime)) as reserve:
             if explain:  # side by side, so the texts and LIME's samples can share model calls
                 spans = await self._sentences(texts)
-                reserve(cost := self._explanation_cost(texts, spans, lime))
+                reserve(self._explanation_cost(texts, spans, lime))
                 p_positive, *explanations = await asyncio.gather(
                     self.predict(texts), *(self.explain(text, text_spans) for text, text_spans in zip(texts, spans))
                 )
-                await self._what_ifs(texts, spans, p_positive, explanations, self._charger(reserve, cost))
+                await self._what_ifs(texts, spans, p_positive, explanations)
             else:
                 p_positive, explanations = await self.predict(texts), []
         results = []
@@ -307,8 +309,10 @@ class ModelAnalyzer:
         return spans
 
     def _explanation_cost(self, texts: list[str], spans: list[list[Span]], lime: LimeConfig) -> int:
-        """``analysis_cost`` of explaining ``texts``; ``ExplanationTooLarge`` if the server never takes that much."""
-        cost, capacity = analysis_cost(texts, True, lime, spans) + self._reader_cost(texts, True, lime), self.work.capacity
+        """``analysis_cost`` of explaining ``texts``, their "what if" included (``whatif.cost``);
+        ``ExplanationTooLarge`` if the server never takes that much."""
+        cost = analysis_cost(texts, True, lime, spans) + self._reader_cost(texts, True, lime) + whatif.cost(texts, lime)
+        capacity = self.work.capacity
         if cost > capacity:
             raise ExplanationTooLarge(
                 f"Explaining this ({sum(map(len, texts)):,} characters, {sum(map(len, spans)):,} sentences) takes "
@@ -353,19 +357,8 @@ class ModelAnalyzer:
         explanations = {name: self._explanation_info(result) for name, result in by_model.items()}
         return {"sentences": sentences, "explanations": explanations}
 
-    def _charger(self, reserve: Callable[[int], None], reserved: int) -> "whatif.Charge":
-        """A ``whatif.Charge`` that raises the reservation of an analysis (``reserved`` so far) by what its texts cost."""
-        lime = self.settings.group(LimeConfig)
-
-        def charge(texts: list[str]) -> None:
-            nonlocal reserved
-            reserved += analysis_cost(texts, False, lime) + self._reader_cost(texts, False, lime)
-            reserve(reserved)
-
-        return charge
-
     async def _what_ifs(
-        self, texts: list[str], spans: list[list[Span]], p_positive: dict, explanations: list[dict], charge
+        self, texts: list[str], spans: list[list[Span]], p_positive: dict, explanations: list[dict]
     ) -> None:
         """``whatif.what_if`` of each explained text and model, added in place: each explanation's
         ``exact`` and ``flip`` (and ``start``, ``log_odds``), each sentence's ``contributions``, and
@@ -384,7 +377,7 @@ class ModelAnalyzer:
                 whatif.what_if(
                     text, text_spans, float(p_positive[name][index]), explained["explanations"][name],
                     [s["weights"][name] for s in explained["sentences"]], self.batchers[name],
-                    self.readings.get(name), by, sentences, charge,
+                    self.readings.get(name), by, sentences,
                 )
                 for name, by, sentences in zip(names, read, sentences_read)
             ))  # fmt: skip

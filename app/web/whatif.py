@@ -17,7 +17,9 @@ Any other explanation (NB-SVM's, LIME's) is a fit, not exact.
 **Flips.** The sentences on the winning side, largest share (or LIME weight) first, are removed
 until the verdict is expected to turn; up to ``FLIP_TRIES`` such texts around that guess are
 re-scored by the real model (through its micro-batcher, charged to the work limiter), and the
-first that flips is the answer: ``{"sentences": [indices], "p_positive": p}``, or None. For an
+first that flips is the answer: ``{"sentences": [indices], "p_positive": p}``, or None.
+An analysis reserves this work with the rest (``cost``): per model, the sentences once and up to
+``FLIP_TRIES`` texts no longer than the text, at most ``FLIP_TRIES`` + 2 times the text. For an
 exact model the guess is exact for texts that still have two sentences or more, so the set is the
 fewest; a text of one sentence left goes to the teacher, which re-scoring asks.
 """
@@ -29,13 +31,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.web.batching import analysis_cost
+from model.config import LimeConfig
 from model.names import POSITIVE, TEACHER, label_of
 from model.quality import LOG_ODDS
 from model.sentences import Sentences, Span
 
 FLIP_TRIES = 4  # texts without some sentences that one flip search re-scores, at most (per model and text)
 Score = Callable[[list], Awaitable[np.ndarray]]  # a model's micro-batcher: texts in, (negative, positive) rows out
-Charge = Callable[[list[str]], None]  # reserves the model passes of re-scoring these texts (``WorkLimiter``)
+
+
+def cost(texts: list[str], lime: LimeConfig) -> int:
+    """The model passes (``analysis_cost``) that the "what if" of explained ``texts`` may take per model, at most:
+    the sentences of each (its length, and a text's overhead per sentence) and ``FLIP_TRIES`` texts no longer."""
+    return analysis_cost([text for text in texts for _ in range(FLIP_TRIES + 2)], False, lime)
 
 
 @dataclass(frozen=True)
@@ -91,7 +100,7 @@ class Shares:
 
 async def exact_shares(
     text: str, spans: list[Span], p_positive: float, score: Score, reading: Reading | None, read_by: str | None,
-    sentences_read: list[int] | None, charge: Charge,
+    sentences_read: list[int] | None,
 ) -> Shares | None:
     """The exact shares of ``text`` for a model that reads it as a sum (``sentences_read``, worked
     out beforehand in a thread) or hands it whole to its teacher (``read_by``); None otherwise."""
@@ -100,7 +109,6 @@ async def exact_shares(
     if reading is None or sentences_read is None:
         return None
     singles = [Sentences(()), *(Sentences((span.text,)) for span in spans)]
-    charge([span.text for span in spans])
     odds = log_odds(await score(singles))
     start, read = float(odds[0]), set(sentences_read)
     factor = float(reading.length_scale(np.array([len(sentences_read)], float))[0])
@@ -134,7 +142,7 @@ def first_guess(order: list[int], expected: Callable[[set[int]], float], centre:
 
 async def flip_set(
     text: str, spans: list[Span], order: list[int], guess: int | None, exact: bool, positive: bool,
-    score: Score, charge: Charge,
+    score: Score,
 ) -> dict | None:
     """The fewest of ``order`` (a prefix of it) whose removal flips the verdict when re-scored, or None.
     An exact ``guess`` is tried first and up; a fitted one, from one below."""
@@ -148,7 +156,6 @@ async def flip_set(
     if not tries:
         return None
     texts = [text_without(text, spans, set(order[:k])) for k in tries]
-    charge(texts)
     p = (await score(texts))[:, 1]
     for k, p_without in zip(tries, p):
         if (label_of(float(p_without)) == POSITIVE) != positive:
@@ -158,12 +165,12 @@ async def flip_set(
 
 async def what_if(
     text: str, spans: list[Span], p_positive: float, explanation: dict, weights: list[float], score: Score,
-    reading: Reading | None, read_by: str | None, sentences_read: list[int] | None, charge: Charge,
+    reading: Reading | None, read_by: str | None, sentences_read: list[int] | None,
 ) -> tuple[dict, list[float] | None, float]:
     """One model's "what if" of one explained text: the fields its explanation gains (``exact``, and
     ``start``, ``log_odds`` when exact; ``flip``), the sentences' shares (None unless exact), and the
     probability to report (the one the shares add up to, when exact)."""
-    shares = await exact_shares(text, spans, p_positive, score, reading, read_by, sentences_read, charge)
+    shares = await exact_shares(text, spans, p_positive, score, reading, read_by, sentences_read)
     if shares is not None:
         p_positive = sigmoid(shares.log_odds)
         positive = p_positive >= 0.5
@@ -175,7 +182,7 @@ async def what_if(
         centre = 0.0 if (explanation.get("quality") or {}).get("target", LOG_ODDS) == LOG_ODDS else 0.5
         intercept = explanation.get("intercept", 0.0)
         guess = first_guess(order, lambda removed: intercept + math.fsum(w for i, w in enumerate(weights) if i not in removed), centre, positive)
-    flip = await flip_set(text, spans, order, guess, shares is not None, positive, score, charge)
+    flip = await flip_set(text, spans, order, guess, shares is not None, positive, score)
     fields = {"exact": shares is not None, "flip": flip}
     if shares is not None:
         fields.update(start=shares.start, log_odds=shares.log_odds)

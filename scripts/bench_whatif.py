@@ -1,0 +1,125 @@
+"""What /analyze's live "what if" costs: one live request, and the requests a minute of typing makes.
+
+Starts ``textflix serve`` on DATA_DIR (its models, a copy of its database; no rate limit) like
+``scripts/bench_api.py``, or measures --url, and prints one line per figure (medians):
+
+* POST /analyze (the form, as static/analyze.js posts it on a pause in typing) of a 10-sentence
+  review, both models explained with the exact shares and flip sets: median and p90 latency;
+* POST /api/predict with "explain": true of the same review: median latency;
+* requests per minute of typing under static/analyze.js's rule (a request DEBOUNCE_S after the
+  last key, one at a time, the newest text next) for a typist at 300 characters a minute who
+  pauses a second after each sentence, and at most, for one who pauses just past DEBOUNCE_S
+  after every key, with the measured latency.
+
+    python scripts/bench_whatif.py [--data-dir data] [--requests 15]
+    python scripts/bench_whatif.py --url http://127.0.0.1:8000
+"""
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from scripts.bench_api import FALLBACK_SENTENCES, catalogue_texts, database_copy, ms, percentile, textflix_server
+
+DEBOUNCE_S = 0.4  # static/analyze.js's DEBOUNCE_MS
+KEY_S, SENTENCE_PAUSE_S = 0.2, 1.0  # a typist at 300 characters a minute, who pauses after each sentence
+
+
+def edits(review: str) -> list[str]:
+    """The review and three edits of it: a sentence negated, a sentence removed, a sentence added."""
+    sentences = review.split(". ")
+    negate = next((i for i, s in enumerate(sentences) if " is " in s), 0)
+    negated = [s.replace(" is ", " is not ", 1) if i == negate else s for i, s in enumerate(sentences)]
+    return [review, ". ".join(negated), ". ".join(sentences[:2] + sentences[3:]), review + " I would not see it twice."]
+
+
+def requests_while_typing(key_times: list[float], latency_s: float, debounce_s: float = DEBOUNCE_S) -> int:
+    """The requests static/analyze.js sends for keys at ``key_times`` (seconds), each answered after
+    ``latency_s``: one ``debounce_s`` after a key with no key after it sooner, but never two at once
+    (a pause during a request sends the newest text when it is answered)."""
+    sent, busy_until, again = 0, -1.0, False
+    fires = [t + debounce_s for t, later in zip(key_times, key_times[1:] + [float("inf")]) if later - t >= debounce_s]
+    for fire in fires:
+        if again and busy_until <= fire:  # answered: the text typed meanwhile went at once
+            sent, busy_until, again = sent + 1, busy_until + latency_s, False
+        if fire < busy_until:  # a request is in flight: the newest text waits for it
+            again = True
+        else:
+            sent, busy_until = sent + 1, fire + latency_s
+    return sent + again
+
+
+def typing_minute(sentence_chars: int = 60) -> list[float]:
+    """Key times of a minute at ``KEY_S`` a key with a ``SENTENCE_PAUSE_S`` pause after each sentence."""
+    times, t, typed = [], 0.0, 0
+    while t < 60:
+        times.append(t)
+        typed += 1
+        t += KEY_S + (SENTENCE_PAUSE_S if typed % sentence_chars == 0 else 0)
+    return times
+
+
+async def timed_posts(url: str, requests: list[dict]) -> list[float]:
+    latencies = []
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        for request in requests:
+            started = time.perf_counter()
+            response = await client.post(**request)
+            response.raise_for_status()
+            latencies.append(time.perf_counter() - started)
+    return latencies
+
+
+def measure(url: str, review: str, count: int) -> None:
+    versions = edits(review)
+    forms = [{"url": "/analyze", "data": {"text": versions[i % len(versions)]}} for i in range(count)]
+    asyncio.run(timed_posts(url, forms[:1]))  # warm-up
+    live = asyncio.run(timed_posts(url, forms))
+    api = asyncio.run(
+        timed_posts(url, [{"url": "/api/predict", "json": {"texts": [v], "explain": True}} for v in versions[: max(3, count // 3)]])
+    )
+    median = statistics.median(live)
+    print(f"POST /analyze (live, both models explained, exact shares and flips), 10-sentence review: "
+          f"median {ms(median)}, p90 {ms(percentile(live, 90))} ({len(live)} requests)", flush=True)  # fmt: skip
+    print(f"POST /api/predict explain=true, the same review: median {ms(statistics.median(api))} ({len(api)} requests)", flush=True)
+    typical = requests_while_typing(typing_minute(), median)
+    print(f"Requests in a minute of typing (300 characters a minute, a {SENTENCE_PAUSE_S:.0f} s pause after each "
+          f"sentence of 60): {typical}", flush=True)  # fmt: skip
+    worst = requests_while_typing([i * (DEBOUNCE_S + 0.01) for i in range(int(60 / (DEBOUNCE_S + 0.01)))], median)
+    print(f"Requests in a minute of typing at most (a pause just past {DEBOUNCE_S * 1000:.0f} ms after every key): "
+          f"{worst}", flush=True)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=Path("data"), help="Built data dir (models and database).")
+    parser.add_argument("--url", help="Measure this running server (without a rate limit) instead of starting one.")
+    parser.add_argument("--device", default="auto", help="Device of the started server.")
+    parser.add_argument("--requests", type=int, default=15, help="Live requests timed.")
+    args = parser.parse_args(argv)
+    db = args.data_dir / "textflix.db"
+    _, ten = catalogue_texts(db if db.is_file() else None, 1, 0)
+    review = ten[0][0] if ten else " ".join(FALLBACK_SENTENCES)
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    print(f"CPU: {cpu}", flush=True)
+    if args.url:
+        measure(args.url, review, args.requests)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="textflix-bench-") as tmp:
+        server = textflix_server(args.data_dir, database_copy(db, Path(tmp)), 10.0, args.device, Path(tmp) / "server.log")
+        try:
+            health = server.wait_ready()
+            print(f"Server on {health.get('device')}, models from {args.data_dir / 'models'}", flush=True)
+            measure(server.url, review, args.requests)
+        finally:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
