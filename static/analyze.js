@@ -1,12 +1,14 @@
 // /analyze as you type: a pause of DEBOUNCE_MS after the last key posts the form as the button
 // does (the same route, guard, rate limit and work limiter) and puts the analysis that comes back
-// in place of the last one, without a page load. At most one request is in flight: keys typed
-// meanwhile wait for it, then the newest text goes. An answer for text that has since changed is
+// in place of the last one, without a page load. At most one request is in flight, and one starts
+// MIN_GAP_MS after the last at the soonest (at most 40 a minute, under the default rate limit of 60):
+// keys typed meanwhile wait, then the newest text goes. An answer for text that has since changed is
 // dropped; a refusal (rate limit, size, busy) is said under the form and nothing typed is lost.
 // Without this script the form posts and the page comes back whole, as before.
 (function () {
   "use strict";
   var DEBOUNCE_MS = 400;
+  var MIN_GAP_MS = 1500;
   var form = document.querySelector("form.analyze-form");
   var box = form && form.querySelector("textarea[name=text]");
   var note = document.querySelector(".live-note");
@@ -15,6 +17,7 @@
   var timer = null;
   var inFlight = false;
   var again = false; // the text changed while a request was in flight
+  var lastSent = 0;
   var shown = document.querySelector(".result") ? box.value : null; // the text the page's analysis is of
   note.textContent = "The analysis updates as you type.";
 
@@ -28,9 +31,16 @@
       again = true;
       return;
     }
+    var wait = lastSent + MIN_GAP_MS - Date.now();
+    if (wait > 0) {
+      clearTimeout(timer);
+      timer = setTimeout(send, wait);
+      return;
+    }
     var text = box.value;
     if (!text.trim() || text === shown) return;
     inFlight = true;
+    lastSent = Date.now();
     form.classList.add("is-busy");
     fetch(form.action, {
       method: "POST",

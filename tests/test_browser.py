@@ -8,6 +8,7 @@ Over 400 lines: a test per page or control that only a browser can check.
 """
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -349,7 +350,9 @@ def test_analyze_updates_as_you_type_with_the_waterfall_and_the_flip_set(browser
     page.on("request", lambda request: request.method == "POST" and posts.append(request.url))
     try:
         page.goto("/analyze")
+        page.set_default_timeout(60_000)  # an explanation on a busy CPU
         page.on("framenavigated", lambda frame: frame == page.main_frame and navigations.append(frame.url))
+        started = time.monotonic()
         assert page.locator(".live-note").get_attribute("aria-live") == "polite"
         page.locator("textarea").focus()
         page.keyboard.type(REVIEW, delay=5)  # 270 keys in about 1.5 s: one burst
@@ -371,7 +374,8 @@ def test_analyze_updates_as_you_type_with_the_waterfall_and_the_flip_set(browser
         )
         assert bert.locator(".waterfall tfoot td.num").inner_text() != total  # the prediction moved
         assert page.locator("textarea").input_value() == shorter
-        assert navigations == [] and 2 <= len(posts) <= 4, posts  # not a request per key
+        # not a request per key (540 typed): one at most per pause and per 1.5 s (static/analyze.js's MIN_GAP_MS)
+        assert navigations == [] and 2 <= len(posts) <= min(20, 1 + (time.monotonic() - started) / 1.5), posts
         shot(page, "analyze-live-2")
 
         results = Axe().run(page)
