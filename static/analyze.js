@@ -78,6 +78,8 @@
       say("Updated." + (summary ? summary.textContent : ""), false);
       return;
     }
+    var last = document.querySelector(".result");
+    if (last) last.classList.add("is-stale"); // of an earlier text: shown faded until the next analysis
     var refusal = page.querySelector("p.error, .error-page p");
     var retry = response.headers.get("Retry-After");
     say((refusal ? refusal.textContent : "The server answered " + response.status + ".") +
