@@ -16,6 +16,7 @@ from model.devices import resolve_device
 from model.nbsvm import NbsvmClassifier
 from model.sentences import Sentences, Span
 from tests.test_models import sample
+from tests.web_fixtures import web_database  # noqa: F401
 
 REVIEW = (
     "I expected a dull costume drama. Instead the acting is superb and the score soars. "
@@ -126,3 +127,24 @@ def test_text_without_cuts_the_sentences_out():
     assert text_without(text, spans, {1}) == "One. Three!"
     assert text_without(text, spans, {0, 2}) == "Two two."
     assert np.allclose(log_odds(np.array([[0.25, 0.75]])), [math.log(3)])
+
+
+def test_the_api_answers_the_shares_and_flips_as_documented(served, web_database):
+    from fastapi.testclient import TestClient
+
+    from app.web.main import create_app
+    from tests.web_fixtures import use_analyzer
+
+    models, _ = served
+    app = create_app(Settings(database_url=web_database, lime_samples=32, rate_limit=""))
+    use_analyzer(app, analyzer_of(models, Settings(lime_samples=32)))
+    with TestClient(app) as client:
+        response = client.post("/api/predict", json={"texts": [REVIEW, ONE_LINE], "explain": True})
+    assert response.status_code == 200, response.text
+    for result in response.json()["results"]:
+        bert, nbsvm, p = result["explanations"]["bert"], result["explanations"]["nbsvm"], result["predictions"]["bert"]["p_positive"]
+        shares = [s["contributions"]["bert"] for s in result["sentences"]]
+        assert bert["exact"] is True and bert["start"] + math.fsum(shares) == pytest.approx(math.log(p / (1 - p)), abs=1e-3)
+        assert nbsvm["exact"] is False and all("nbsvm" not in s["contributions"] for s in result["sentences"])
+        for flip in (bert.get("flip"), nbsvm.get("flip")):
+            assert flip is None or (set(flip) == {"sentences", "p_positive"} and flip["sentences"])
