@@ -6,6 +6,7 @@ Starts ``textflix serve`` on DATA_DIR (its models, a copy of its database; no ra
 * POST /analyze (the form, as static/analyze.js posts it on a pause in typing) of a 10-sentence
   review, both models explained with the exact shares and flip sets: median and p90 latency;
 * POST /api/predict with "explain": true of the same review: median latency;
+* in this process, an explained analysis and the part of it the "what if" takes (with --data-dir);
 * requests per minute of typing under static/analyze.js's rule (a request DEBOUNCE_S after the
   last key, one at a time and 1.5 s apart at least, the newest text next) for a typist at 300 characters a minute who
   pauses a second after each sentence, and at most, for one who pauses just past DEBOUNCE_S
@@ -96,6 +97,36 @@ def measure(url: str, review: str, count: int) -> None:
           f"{worst}; with instant answers {fast}", flush=True)  # fmt: skip
 
 
+def what_if_share(data_dir: Path, review: str, count: int) -> None:
+    """In this process, on DATA_DIR's models: an explained analysis of the review's versions, and the
+    part of it that the "what if" (exact shares, flip sets; ``ModelAnalyzer._what_ifs``) takes."""
+    from app.settings import Settings
+    from app.web.analysis import load_analyzer
+
+    analyzer = load_analyzer(Settings(data_dir=data_dir, database_url="sqlite://"))
+    whole, spent = [], []
+    what_ifs = analyzer._what_ifs
+
+    async def timed(*args):
+        started = time.perf_counter()
+        await what_ifs(*args)
+        spent.append(time.perf_counter() - started)
+
+    analyzer._what_ifs = timed
+
+    async def run() -> None:
+        versions = edits(review)
+        for i in range(count + 1):  # the first warms up
+            started = time.perf_counter()
+            await analyzer.analyze([versions[i % len(versions)]], True)
+            whole.append(time.perf_counter() - started)
+        await analyzer.stop()
+
+    asyncio.run(run())
+    print(f"Explained analysis in-process, 10-sentence review: median {ms(statistics.median(whole[1:]))}, of which "
+          f"the what-if {ms(statistics.median(spent[1:]))} ({count} analyses)", flush=True)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path("data"), help="Built data dir (models and database).")
@@ -119,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             measure(server.url, review, args.requests)
         finally:
             server.stop()
+    what_if_share(args.data_dir, review, args.requests)
     return 0
 
 
