@@ -94,8 +94,8 @@ class Shares:
         kept = [i for i in self.read if i not in removed]
         if not self.read:
             return self.start
-        ratio = float(self.length_scale(np.array([len(kept)], float))[0] / self.length_scale(np.array([len(self.read)], float))[0])
-        return self.start + ratio * math.fsum(self.contributions[i] for i in kept)
+        scale = self.length_scale(np.array([len(kept), len(self.read)], float))
+        return self.start + float(scale[0] / scale[1]) * math.fsum(self.contributions[i] for i in kept)
 
 
 async def exact_shares(
@@ -181,7 +181,11 @@ async def what_if(
         order = removal_order(weights, positive)
         centre = 0.0 if (explanation.get("quality") or {}).get("target", LOG_ODDS) == LOG_ODDS else 0.5
         intercept = explanation.get("intercept", 0.0)
-        guess = first_guess(order, lambda removed: intercept + math.fsum(w for i, w in enumerate(weights) if i not in removed), centre, positive)
+
+        def fitted(removed: set[int]) -> float:  # LIME's fit of the text without ``removed``
+            return intercept + math.fsum(w for i, w in enumerate(weights) if i not in removed)
+
+        guess = first_guess(order, fitted, centre, positive)
     flip = await flip_set(text, spans, order, guess, shares is not None, positive, score)
     fields = {"exact": shares is not None, "flip": flip}
     if shares is not None:
