@@ -384,6 +384,46 @@ def test_analyze_updates_as_you_type_with_the_waterfall_and_the_flip_set(browser
         _check_and_close(context, page, whatif_server)
 
 
+class SlowFirstAnalyzer(FakeAnalyzer):
+    """The stand-in analyzer, two seconds slow on a text that says "slowly"."""
+
+    async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
+        import asyncio
+
+        if any("slowly" in text for text in texts):
+            await asyncio.sleep(2)
+        return await super().analyze(texts, explain)
+
+
+@pytest.fixture(scope="module")
+def slow_server(web_database):
+    app = create_app(Settings(database_url=web_database))
+    use_analyzer(app, SlowFirstAnalyzer())
+    with serve_in_thread(app) as url:
+        yield url
+
+
+def test_a_live_answer_for_text_since_changed_is_dropped(browser, slow_server):
+    """Typed on while a request is in flight: its answer, for the older text, never shows; the newest text's does."""
+    context, page = _page(browser, slow_server, DESKTOP)
+    try:
+        page.goto("/analyze")
+        page.evaluate(
+            "() => { window.shown = []; new MutationObserver(() => { const r = document.querySelector('.result');"
+            " if (r && !r.dataset.seen) { r.dataset.seen = '1'; window.shown.push(r.querySelectorAll('tbody tr').length); } })"
+            ".observe(document.querySelector('main'), {childList: true, subtree: true}); }"
+        )
+        page.locator("textarea").focus()
+        page.keyboard.type("A great cast, slowly paced.")
+        page.wait_for_selector("form.is-busy")  # the slow request is in flight
+        page.keyboard.type(" But the plot is boring. The score is good.")
+        page.wait_for_function("() => window.shown.length > 0 && !document.querySelector('form.is-busy')", timeout=20_000)
+        page.wait_for_timeout(500)
+        assert page.evaluate("window.shown") == [3]  # only the newest text's three sentences were ever shown
+    finally:
+        _check_and_close(context, page, slow_server)
+
+
 def test_a_live_refusal_is_said_in_place_and_keeps_the_text(browser, token_server):
     context, page = _page(browser, token_server, DESKTOP)
     try:
