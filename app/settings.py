@@ -174,7 +174,7 @@ class ApiLimits(ConfigGroup):
         100_000, ge=1, description="Most characters one request may ask to explain, summed over its texts."
     )
     max_work_in_flight: int = Field(
-        10_240, ge=1,
+        10_400, ge=1,
         description="Model passes (of 1,000 characters: the texts, and the texts LIME scores to explain them) each "
         "server process works on at once; a request beyond them gets 429 with Retry-After.",
     )  # fmt: skip

@@ -321,9 +321,24 @@ class BertClassifier:
         ids = self.encoder.ids(list(index))
         members = [[index[u] for u in own] for own in units]
         if self.reads_sentences:
-            budget = SENTENCE_WINDOWS * self.config.max_length
+            budget = self.sentence_budget
             members = [[own[i] for i in head_and_tail_sentences([len(ids[j]) for j in own], budget)] for own in members]
         return ids, members
+
+    @property
+    def sentence_budget(self) -> int:
+        """The tokens of a text's sentences a sentence model reads at most (``read_units``)."""
+        return SENTENCE_WINDOWS * self.config.max_length
+
+    def sentences_read(self, text: str) -> list[int] | None:
+        """Which of the sentences of ``text`` (``split_sentences``'s, by index) this model adds up the
+        scores of when it reads ``text``: all of them, or those ``read_units`` keeps of a long text.
+        None when it does not read ``text`` as a sum of its sentences: a whole-text model, or a text
+        of one sentence that it hands to its ``one_sentence_reader``."""
+        if not self.reads_sentences or self.reads_alone(text):
+            return None
+        ids = self.encoder.ids([s.text for s in split_sentences(text)])
+        return head_and_tail_sentences([len(unit) for unit in ids], self.sentence_budget)
 
     def text_logits(
         self, ids: list[list[int]], members: list[list[int]], max_tokens: int | None, states: list | None = None

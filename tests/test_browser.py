@@ -8,6 +8,7 @@ Over 400 lines: a test per page or control that only a browser can check.
 """
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -321,6 +322,133 @@ def test_a_review_refused_for_its_token_is_kept_for_the_form(browser, token_serv
         assert page.locator("textarea").input_value() == ""  # analysed: no longer kept
     finally:
         _check_and_close(context, page, token_server)
+
+
+@pytest.fixture(scope="module")
+def whatif_server(web_database, real_reviews):
+    """The app with real models behind /analyze (tests/test_whatif.py's: a sentence-pooled MiniLM that hands
+    one-sentence texts to a whole-text one, and NB-SVM)."""
+    from app.web.analysis import analyzer_of
+    from tests.test_whatif import served_models
+
+    settings = Settings(database_url=web_database, lime_samples=32)
+    app = create_app(settings)
+    use_analyzer(app, analyzer_of(served_models(real_reviews), settings))
+    with serve_in_thread(app) as url:
+        yield url
+
+
+def test_analyze_updates_as_you_type_with_the_waterfall_and_the_flip_set(browser, whatif_server):
+    """Typed from the keyboard, the review is analysed after a pause, in place (no navigation, one request
+    for a whole burst of keys); editing it moves the prediction and the waterfall; axe finds no violation."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    from tests.test_whatif import REVIEW
+
+    context, page = _page(browser, whatif_server, DESKTOP)
+    posts, navigations = [], []
+    page.on("request", lambda request: request.method == "POST" and posts.append(request.url))
+    try:
+        page.goto("/analyze")
+        page.set_default_timeout(60_000)  # an explanation on a busy CPU
+        page.on("framenavigated", lambda frame: frame == page.main_frame and navigations.append(frame.url))
+        started = time.monotonic()
+        assert page.locator(".live-note").get_attribute("aria-live") == "polite"
+        page.locator("textarea").focus()
+        page.keyboard.type(REVIEW, delay=5)  # 270 keys in about 1.5 s: one burst
+        page.wait_for_selector(".result .waterfall")
+        bert = page.locator(".result .model-col[data-model=bert]")
+        assert bert.locator(".waterfall tbody tr").count() == 1 + 6  # the start and six sentences
+        total = bert.locator(".waterfall tfoot td.num").inner_text()
+        nbsvm = page.locator(".result .model-col[data-model=nbsvm]")
+        assert "LIME's fit" in nbsvm.locator(".fit-note").inner_text() and "R²" in nbsvm.locator(".fit-note").inner_text()
+        assert bert.locator(".flip-note").count() == 1 and nbsvm.locator(".flip-note").count() == 1
+        assert page.locator(".live-note").inner_text().startswith("Updated.")
+        shot(page, "analyze-live-1")
+
+        page.keyboard.press("Control+A")
+        shorter = REVIEW.rsplit(" Still,", 1)[0]  # the last two sentences removed
+        page.keyboard.type(shorter, delay=5)
+        page.wait_for_function(
+            "() => document.querySelectorAll('.result .model-col[data-model=bert] .waterfall tbody tr').length === 5"
+        )
+        assert bert.locator(".waterfall tfoot td.num").inner_text() != total  # the prediction moved
+        assert page.locator("textarea").input_value() == shorter
+        # not a request per key (540 typed): one at most per pause and per 1.5 s (static/analyze.js's MIN_GAP_MS)
+        assert navigations == [] and 2 <= len(posts) <= min(20, 1 + (time.monotonic() - started) / 1.5), posts
+        shot(page, "analyze-live-2")
+
+        results = Axe().run(page)
+        assert results.violations_count == 0, results.generate_snapshot()
+    finally:
+        _check_and_close(context, page, whatif_server)
+
+
+class SlowFirstAnalyzer(FakeAnalyzer):
+    """The stand-in analyzer, two seconds slow on a text that says "slowly"."""
+
+    async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
+        import asyncio
+
+        if any("slowly" in text for text in texts):
+            await asyncio.sleep(2)
+        return await super().analyze(texts, explain)
+
+
+@pytest.fixture(scope="module")
+def slow_server(web_database):
+    app = create_app(Settings(database_url=web_database))
+    use_analyzer(app, SlowFirstAnalyzer())
+    with serve_in_thread(app) as url:
+        yield url
+
+
+def test_a_live_answer_for_text_since_changed_is_dropped(browser, slow_server):
+    """Typed on while a request is in flight: its answer, for the older text, never shows; the newest text's does."""
+    context, page = _page(browser, slow_server, DESKTOP)
+    try:
+        page.goto("/analyze")
+        page.evaluate(
+            "() => { window.shown = []; new MutationObserver(() => { const r = document.querySelector('.result');"
+            " if (r && !r.dataset.seen) { r.dataset.seen = '1'; window.shown.push(r.querySelectorAll('tbody tr').length); } })"
+            ".observe(document.querySelector('main'), {childList: true, subtree: true}); }"
+        )
+        page.locator("textarea").focus()
+        page.keyboard.type("A great cast, slowly paced.")
+        page.wait_for_selector("form.is-busy")  # the slow request is in flight
+        page.keyboard.type(" But the plot is boring. The score is good.")
+        page.wait_for_function("() => window.shown.length > 0 && !document.querySelector('form.is-busy')", timeout=20_000)
+        page.wait_for_timeout(500)
+        assert page.evaluate("window.shown") == [3]  # only the newest text's three sentences were ever shown
+    finally:
+        _check_and_close(context, page, slow_server)
+
+
+def test_a_live_refusal_is_said_in_place_and_keeps_the_text(browser, token_server):
+    context, page = _page(browser, token_server, DESKTOP)
+    try:
+        page.goto("/analyze")
+        page.fill("#api-token", "not-the-token")
+        page.locator("textarea").focus()
+        page.keyboard.type("A great cast. A boring plot.")
+        page.wait_for_selector(".live-note.error")
+        assert "The API token is not valid." in page.locator(".live-note").inner_text()
+        assert page.locator("textarea").input_value() == "A great cast. A boring plot." and page.url.endswith("/analyze")
+    finally:
+        _check_and_close(context, page, token_server)
+
+
+def test_the_analyze_form_still_posts_without_javascript(browser, whatif_server):
+    context = browser.new_context(viewport=DESKTOP, base_url=whatif_server, java_script_enabled=False)
+    page = context.new_page()
+    try:
+        page.goto("/analyze")
+        page.fill("textarea", "A wonderful cast. The plot is dull and slow. I loved the ending.")
+        page.click("button[type=submit]")
+        page.wait_for_selector(".result .waterfall")  # drawn by the server
+        assert page.locator(".result .model-col").count() == 2 and page.locator(".live-note").inner_text() == ""
+    finally:
+        context.close()
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.settings import Settings
+from app.web import whatif
 from app.web.analysis import READER_COST, ModelAnalyzer, sentence_spans
 from app.web.batching import BACKGROUND, FULL_TEXT_CHARS, TEXT_OVERHEAD_CHARS, URGENT, MicroBatcher, analysis_cost
 from app.web.errors import ServerStopping
@@ -92,12 +93,14 @@ def test_an_explanation_is_charged_the_texts_and_characters_it_sends_to_the_mode
             await analyzer.stop()
 
     [result] = asyncio.run(main())
-    charge = analysis_cost([text], True, settings.group(LimeConfig), [sentence_spans(text)])
+    lime = settings.group(LimeConfig)
+    explaining = analysis_cost([text], True, lime, [sentence_spans(text)])
+    charge = explaining + whatif.cost([text], lime)  # and at most what its "what if" may re-score
     assert len(result["sentences"]) == sentences
     for calls in sent.values():
         texts, chars = sum(c[0] for c in calls), sum(c[1] for c in calls)
         work = math.ceil((chars + TEXT_OVERHEAD_CHARS * texts) / FULL_TEXT_CHARS)  # whole passes, as charged
-        assert charge / 1.5 <= work <= charge * 1.5, (texts, chars, work, charge)
+        assert explaining / 1.5 <= work <= charge * 1.5, (texts, chars, work, charge)
         assert max(c[2] for c in calls) == charge  # and the analysis reserved what it was charged
     assert analyzer.work.in_flight == 0
 
@@ -130,7 +133,8 @@ def test_a_text_the_teacher_reads_is_charged_the_teachers_time(explain):
 
     for text, extra in ((one, (READER_COST - 1) * (2 if explain else 1)), (two, 0)):
         spans = [sentence_spans(text)] if explain else None
-        assert asyncio.run(charged(text)) == analysis_cost([text], explain, lime, spans) + extra * analysis_cost([text], False, lime)
+        what_if = whatif.cost([text], lime) if explain else 0
+        assert asyncio.run(charged(text)) == analysis_cost([text], explain, lime, spans) + extra * analysis_cost([text], False, lime) + what_if
     assert analyzer.work.in_flight == 0
 
 
@@ -142,8 +146,8 @@ def test_the_longest_review_of_the_archive_is_explained_under_the_default_limits
     settings = Settings(database_url=web_database, batch_window_ms=2)  # LIME's default samples
     spans = sentence_spans(text)
     assert (len(text), len(spans)) == (13_602, 156)
-    cost = analysis_cost([text], True, settings.group(LimeConfig), [spans])
-    assert cost * 1.1 <= settings.max_work_in_flight, cost
+    cost = analysis_cost([text], True, settings.group(LimeConfig), [spans]) + whatif.cost([text], settings.group(LimeConfig))
+    assert cost * 1.1 <= settings.max_work_in_flight, cost  # 9,321 with its "what if" (82), of 10,400
     app = create_app(settings)
     use_analyzer(app, ModelAnalyzer({name: cue_model(0.0) for name in MODELS}, settings))
     with TestClient(app) as client:
@@ -260,8 +264,8 @@ def test_a_rate_limit_that_is_not_one_is_refused_saying_how_to_write_it(capsys):
 
 
 def test_a_request_larger_than_the_server_takes_is_refused_as_a_client_error(web_database):
-    texts = [review(6), review(8)]
-    cost = analysis_cost(texts, True, LimeConfig(lime_samples=16), [sentence_spans(t) for t in texts])
+    texts, lime = [review(6), review(8)], LimeConfig(lime_samples=16)
+    cost = analysis_cost(texts, True, lime, [sentence_spans(t) for t in texts]) + whatif.cost(texts, lime)
     app, analyzer, models = analyzer_app(web_database, max_work_in_flight=cost - 1)
     with TestClient(app) as client:
         response = client.post("/api/predict", json={"texts": texts, "explain": True})
@@ -273,7 +277,7 @@ def test_a_request_larger_than_the_server_takes_is_refused_as_a_client_error(web
     # A long text over a small limit: every route that explains says the same, once the text is
     # split (a check before splitting, taking the text for one sentence, could only guess low).
     text = review(100)
-    cost = analysis_cost([text], True, LimeConfig(lime_samples=16), [sentence_spans(text)])
+    cost = analysis_cost([text], True, lime, [sentence_spans(text)]) + whatif.cost([text], lime)
     app, analyzer, models = analyzer_app(web_database, max_work_in_flight=4)  # the text alone takes 3
     said = f"(2,289 characters, 100 sentences) takes {cost:,} model passes of 1,000 characters; the server takes at most 4"
     with TestClient(app) as client:

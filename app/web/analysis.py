@@ -7,7 +7,9 @@
      "sentences": [{"text": ..., "start": 0, "end": 25, "weights": {"nbsvm": 0.2, "bert": 0.4}}],
      "explanations": {"nbsvm": {"samples": 64, "intercept": ..., "score": ...}, "bert": {...}}}
 
-(``sentences`` and ``explanations`` only with ``explain``.)
+(``sentences`` and ``explanations`` only with ``explain``; an explained text's "what if", each
+sentence's exact share of an additive model's log-odds and the fewest sentences that flip a
+verdict, is added by ``app.web.whatif``.)
 
 Every model call goes through the model's ``MicroBatcher`` (``app.web.batching``), LIME's
 too (one call per explanation, deduplicated, run in a thread pool), and every analysis
@@ -33,6 +35,7 @@ from typing import Protocol
 import numpy as np
 
 from app.settings import Settings
+from app.web import whatif
 from app.web.batching import BACKGROUND, CALL_WEIGHT, FULL_TEXT_CHARS, MicroBatcher, ProbaFn, WorkLimiter, analysis_cost
 from app.web.limits import off_the_loop
 from model.config import LimeConfig
@@ -153,6 +156,10 @@ def analyzer_of(loaded: dict, settings: Settings, device: str = "cpu", call_weig
         call_weight,
         reads_sentences={name: model.reads_sentences for name, model in loaded.items()},
         read_by={name: network_of(model) for name, model in loaded.items() if getattr(model, "one_sentence_reader", None)},
+        readings={
+            name: whatif.Reading(model.sentences_read, model.length_scale)
+            for name, model in loaded.items() if model.reads_sentences
+        },
     )
 
 
@@ -213,12 +220,15 @@ class ModelAnalyzer:
         call_weight: float = 8,
         reads_sentences: dict[str, bool] | None = None,
         read_by: dict[str, Callable[[str], str]] | None = None,
+        readings: dict[str, "whatif.Reading"] | None = None,
     ):
         """``reads_sentences``: the models that take a text as its ``Sentences`` (LIME's texts go to
-        them so); ``read_by``: for a model that hands some texts to another network, which reads a text."""
+        them so); ``read_by``: for a model that hands some texts to another network, which reads a text;
+        ``readings``: how the models that read a text as the sum of its sentences do (``whatif.Reading``)."""
         self.settings = settings
         self.reads_sentences = reads_sentences or {}
         self.read_by = read_by or {}
+        self.readings = readings or {}
         self.device = device
         window = settings.batch_window_ms / 1000.0
         self.batchers = {
@@ -271,6 +281,7 @@ class ModelAnalyzer:
                 p_positive, *explanations = await asyncio.gather(
                     self.predict(texts), *(self.explain(text, text_spans) for text, text_spans in zip(texts, spans))
                 )
+                await self._what_ifs(texts, spans, p_positive, explanations)
             else:
                 p_positive, explanations = await self.predict(texts), []
         results = []
@@ -299,8 +310,10 @@ class ModelAnalyzer:
         return spans
 
     def _explanation_cost(self, texts: list[str], spans: list[list[Span]], readers: list[dict[str, str]], lime: LimeConfig) -> int:
-        """``analysis_cost`` of explaining ``texts``; ``ExplanationTooLarge`` if the server never takes that much."""
-        cost, capacity = analysis_cost(texts, True, lime, spans) + self._reader_cost(texts, readers, True, lime), self.work.capacity
+        """``analysis_cost`` of explaining ``texts``, their "what if" included (``whatif.cost``);
+        ``ExplanationTooLarge`` if the server never takes that much."""
+        cost = analysis_cost(texts, True, lime, spans) + self._reader_cost(texts, readers, True, lime) + whatif.cost(texts, lime)
+        capacity = self.work.capacity
         if cost > capacity:
             raise ExplanationTooLarge(
                 f"Explaining this ({sum(map(len, texts)):,} characters, {sum(map(len, spans)):,} sentences) takes "
@@ -348,6 +361,37 @@ class ModelAnalyzer:
         ]
         explanations = {name: self._explanation_info(result) for name, result in by_model.items()}
         return {"sentences": sentences, "explanations": explanations}
+
+    async def _what_ifs(
+        self, texts: list[str], spans: list[list[Span]], p_positive: dict, explanations: list[dict]
+    ) -> None:
+        """``whatif.what_if`` of each explained text and model, added in place: each explanation's
+        ``exact`` and ``flip`` (and ``start``, ``log_odds``), each sentence's ``contributions``, and
+        an exact model's probability, the one its sentences' shares add up to."""
+        loop = asyncio.get_running_loop()
+        for name in p_positive:
+            p_positive[name] = p_positive[name].astype(np.float64)
+        for index, (text, text_spans, explained) in enumerate(zip(texts, spans, explanations)):
+            names = list(self.batchers)
+            read = [self.read_by[name](text) if name in self.read_by else None for name in names]
+            sentences_read = await asyncio.gather(*(
+                loop.run_in_executor(self._lime, self.readings[name].sentences_read, text) if name in self.readings
+                else asyncio.sleep(0) for name in names
+            ))  # fmt: skip
+            answers = await asyncio.gather(*(
+                whatif.what_if(
+                    text, text_spans, float(p_positive[name][index]), explained["explanations"][name],
+                    [s["weights"][name] for s in explained["sentences"]], self.batchers[name],
+                    self.readings.get(name), by, sentences,
+                )
+                for name, by, sentences in zip(names, read, sentences_read)
+            ))  # fmt: skip
+            for name, (fields, contributions, p) in zip(names, answers):
+                explained["explanations"][name].update(fields)
+                p_positive[name][index] = p
+                if contributions is not None:
+                    for sentence, share in zip(explained["sentences"], contributions):
+                        sentence.setdefault("contributions", {})[name] = share
 
     def _explanation_info(self, result) -> dict:
         quality = {key: finite_or_none(value) for key, value in result.quality.as_dict().items()}

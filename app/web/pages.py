@@ -15,6 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.orm import Session
 
 from app.settings import Settings
+from app.web import whatif
 from app.web.analysis import Analyzer
 from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
 from app.web.errors import AppError, route_path, wants_json
@@ -160,6 +161,12 @@ async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
         },
         # what each model's sentence weights are counted from: the text with every sentence removed
         "intercepts": {model: e["intercept"] for model, e in (result.get("explanations") or {}).items()},
+        "explanations": result.get("explanations") or {},
+        # the exact models' shares as the bars of a waterfall (whatif.waterfall)
+        "waterfalls": {
+            model: whatif.waterfall(e["start"], [s["contributions"][model] for s in sentences])
+            for model, e in (result.get("explanations") or {}).items() if e.get("exact")
+        },
     }
     return item
 

@@ -113,6 +113,10 @@ class AnalyzedSentence(BaseModel):
     start: int = Field(description="Character offset of the sentence in the text.")
     end: int
     weights: ModelWeights = Field(description="LIME weight per model, signed toward positive.")
+    contributions: dict[str, float] | None = Field(
+        None, description="Per model whose explanation is `exact`: the sentence's share of its log-odds of positive; "
+        "the model's `start` and these add up to log(p / (1 − p)).",
+    )
 
 
 class ExplanationQuality(BaseModel):
@@ -161,7 +165,28 @@ class ExplanationInfo(LimeFit):
     reading: str | None = Field(None, description="The fit in plain words.")
 
 
-ModelExplanations = per_model("ModelExplanations", ExplanationInfo)
+class Flip(BaseModel):
+    sentences: list[int] = Field(description="The fewest sentences (indices into `sentences`) whose removal flips the verdict.")
+    p_positive: float = Field(ge=0, le=1, description="The model's probability of positive for the text without them.")
+
+
+class AnalysisExplanation(ExplanationInfo):
+    exact: bool | None = Field(
+        None, description="True when the sentences' `contributions` are the model's own arithmetic (the served BERT: "
+        "its log-odds are the sum of its sentences' scores; a text of one sentence read whole by the teacher), false "
+        "when the weights are LIME's fit (`score`, its R², says how well it fits).",
+    )
+    start: float | None = Field(
+        None, description="When `exact`: where the log-odds start, the model's reading of the empty text (0: even odds)."
+    )
+    log_odds: float | None = Field(None, description="When `exact`: `start` + the contributions, log(p / (1 − p)).")
+    flip: Flip | None = Field(
+        None, description="The fewest sentences whose removal flips the verdict, verified by the model; left out "
+        "when removing none of the ones tried (all but one sentence at most) flips it.",
+    )
+
+
+ModelExplanations = per_model("ModelExplanations", AnalysisExplanation)
 
 
 class AnalysisResult(BaseModel):
