@@ -90,15 +90,27 @@ def per_model(name: str, value: type) -> type[BaseModel]:
     return create_model(name, **{model: (value, ...) for model in MODELS})
 
 
-Predictions = per_model("Predictions", ModelPrediction)
-ModelWeights = per_model("ModelWeights", float)
+class PendingModel(BaseModel):
+    """A model the build has not made ready yet (``textflix up`` serves the site while it builds): it answers
+    once the build has trained it and read the catalogue with it, without a restart."""
+
+    pending: Literal[True] = True
+    step: str | None = Field(
+        description="The build step running now (`pseudo_label`, `bert`, `explain_bert`, …); null when the build "
+        "is not running (it stopped or failed: `textflix up` resumes it)."
+    )
+    eta_s: float | None = Field(description="The build's estimate of the seconds until the model is ready; null when it has none.")
+
+
+Predictions = per_model("Predictions", ModelPrediction | PendingModel)
+ModelWeights = per_model("ModelWeights", float | None)
 
 
 class AnalyzedSentence(BaseModel):
     text: str
     start: int = Field(description="Character offset of the sentence in the text.")
     end: int
-    weights: ModelWeights = Field(description="LIME weight per model, signed toward positive.")
+    weights: ModelWeights = Field(description="LIME weight per model, signed toward positive; null for a pending model.")
 
 
 class ExplanationQuality(BaseModel):
@@ -147,7 +159,7 @@ class ExplanationInfo(LimeFit):
     reading: str | None = Field(None, description="The fit in plain words.")
 
 
-ModelExplanations = per_model("ModelExplanations", ExplanationInfo)
+ModelExplanations = per_model("ModelExplanations", ExplanationInfo | PendingModel)
 
 
 class AnalysisResult(BaseModel):
