@@ -8,7 +8,7 @@ routes and written into the OpenAPI schema at start-up (``app.web.api.document_l
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model, model_serializer
 
 from model.data import clean_text
 from model.names import MODELS, NEGATIVE, POSITIVE
@@ -100,6 +100,11 @@ class PendingModel(BaseModel):
         "is not running (it stopped or failed: `textflix up` resumes it)."
     )
     eta_s: float | None = Field(description="The build's estimate of the seconds until the model is ready; null when it has none.")
+
+    @model_serializer
+    def _always_whole(self):  # no return type: the schema stays that of the fields
+        """All three fields, null ones too: ``POST /api/predict`` leaves the other null fields out."""
+        return {"pending": self.pending, "step": self.step, "eta_s": self.eta_s}
 
 
 Predictions = per_model("Predictions", ModelPrediction | PendingModel)

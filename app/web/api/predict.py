@@ -16,7 +16,7 @@ router = APIRouter(prefix="/api", tags=["analysis"], responses=error_responses(4
 @router.post(
     "/predict",
     response_model=PredictResponse,
-    response_model_exclude_unset=True,  # a pending model's unknown step or time stays, as null
+    response_model_exclude_none=True,
     dependencies=[Security(bearer)],
     responses=GUARD_ERRORS,
 )
