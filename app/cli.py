@@ -235,7 +235,7 @@ def build_for_the_site(settings: Settings) -> tuple[list[str], Settings]:
     quiet_transformers()
     pipeline = Pipeline(settings, build_steps)
     record = pipeline.run(until=LAST_STEP_OF_THE_SITE)
-    rest = [step.name for step in pipeline.steps if step.name not in record["steps"]]
+    rest = pipeline.steps_to_do(record)
     if not rest:
         print(summary(record, settings))
     return rest, pipeline.settings

@@ -109,7 +109,8 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     assert sum(lengths["n"]) > 30 * 4  # the 30 reviews whole, and cut to 1, 2, … 6 sentences
     assert all(0 <= a <= 1 for model in ("bert", "nbsvm") for a in lengths[model])
     assert set(record["timings"]) == {
-        "data", "nbsvm", "bert", "calibrate", "predict", "explain", "predict_evaluation", "evaluate", "curve"
+        "data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "bert", "calibrate", "predict_bert", "explain_bert",
+        "predict_evaluation", "evaluate", "curve",
     }  # fmt: skip
     calibration = record["steps"]["calibrate"]
     assert calibration["folds"] == 2 and calibration["temperature"] > 0 and calibration["offset_per"] == "sentence"
@@ -276,7 +277,7 @@ def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tm
     first = start_up(command, first_log)
     try:
         wait_for(lambda: page_text(f"{url}/"), first, first_log)
-        assert "explain" in run_steps(db)["steps"] and "curve" not in run_steps(db)["steps"]  # after the 200
+        assert "explain_bert" in run_steps(db)["steps"] and "curve" not in run_steps(db)["steps"]  # after the 200
         line = wait_for(lambda: progress.search(page_text(f"{url}/about")), first, first_log)
         assert int(line.group(1)) < 12
         assert get(f"{url}/").status_code == 200
@@ -303,7 +304,7 @@ def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tm
     try:
         wait_for(lambda: page_text(f"{url}/"), second, second_log)
         server = get(f"{url}/api/health").json()["pid"]
-        assert "Step explain: already done, skipped." in second_log.read_text()
+        assert "Step explain_bert: already done, skipped." in second_log.read_text()
         about = wait_for(lambda: 'id="curve-h"' in (page := page_text(f"{url}/about")) and page, second, second_log)
         assert "build-progress" not in about  # the curve is in, without a restart:
         assert get(f"{url}/api/health").json()["pid"] == server
