@@ -8,8 +8,9 @@ finished one is left untouched. The run record also keeps the build config
 (``Settings.build_config``): a rerun with other values is refused rather than mixed.
 A build holds ``build_lock`` from start to end, so a second build on the same data
 directory or database stops at once instead of interleaving with the first. ``run(until=...)``
-stops after one step (``textflix up`` serves then, and a background build does the rest); the
-running step's progress is in the run record (``Run.progress``), for /about.
+stops after one step (``textflix up`` serves then, and a background build does the rest), having
+checked the input of every step; the running step's progress is in the run record (``Run.progress``),
+for /about and the site's pending lines.
 
 Nothing here knows one model or step from another.
 """
@@ -158,7 +159,8 @@ class Pipeline:
         names = [step.name for step in self.steps]
         steps = self.steps[: names.index(until) + 1] if until is not None else self.steps
         prepared = {}
-        for step in steps:  # before the database is created: bad input leaves it as it was
+        # every unfinished step, also those after ``until``: bad input stops `textflix up` before it serves
+        for step in self.steps:  # before the database is created: bad input leaves it as it was
             if not step.recorded_in(recorded):
                 started = time.perf_counter()
                 step.prepare(self)
