@@ -109,7 +109,8 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     assert sum(lengths["n"]) > 30 * 4  # the 30 reviews whole, and cut to 1, 2, … 6 sentences
     assert all(0 <= a <= 1 for model in ("bert", "nbsvm") for a in lengths[model])
     assert set(record["timings"]) == {
-        "data", "nbsvm", "bert", "calibrate", "predict", "explain", "predict_evaluation", "evaluate", "curve"
+        "data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "bert", "calibrate", "predict_bert", "explain_bert",
+        "predict_evaluation", "evaluate", "curve",
     }  # fmt: skip
     calibration = record["steps"]["calibrate"]
     assert calibration["folds"] == 2 and calibration["temperature"] > 0 and calibration["offset_per"] == "sentence"
@@ -258,7 +259,7 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @pytest.mark.slow
-def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tmp_path, real_subset_archive):
+def test_up_serves_the_catalogue_at_once_while_a_background_build_does_the_rest(tmp_path, real_subset_archive):
     db = tmp_path / "data" / "textflix.db"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -276,7 +277,10 @@ def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tm
     first = start_up(command, first_log)
     try:
         wait_for(lambda: page_text(f"{url}/"), first, first_log)
-        assert "explain" in run_steps(db)["steps"] and "curve" not in run_steps(db)["steps"]  # after the 200
+        at_first_page = run_steps(db)["steps"]  # the catalogue is served before BERT is trained
+        assert "data" in at_first_page and "bert" not in at_first_page and "explain_bert" not in at_first_page
+        steps = wait_for(lambda: "explain_bert" in (steps := run_steps(db)["steps"]) and steps, first, first_log)
+        assert {"predict_nbsvm", "explain_nbsvm", "teacher", "pseudo_label", "bert", "calibrate"} <= steps
         line = wait_for(lambda: progress.search(page_text(f"{url}/about")), first, first_log)
         assert int(line.group(1)) < 12
         assert get(f"{url}/").status_code == 200
@@ -295,7 +299,9 @@ def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tm
     assert killed["status"] == "running" and "curve" not in killed["steps"]
     log = first_log.read_text(errors="replace")
     assert "Recipe auto: distill (on cpu)." in log
-    assert "the rest of the build (predict_evaluation, evaluate, curve) goes on in a background process" in log
+    assert "The catalogue is in and the site opens now; the rest of the build (nbsvm, predict_nbsvm, explain_nbsvm, " \
+        "teacher, pseudo_label, bert, calibrate, predict_bert, explain_bert, predict_evaluation, evaluate, curve) " \
+        "goes on in a background process" in log
     assert "Step curve: " in log and "Learning curve:" in log  # the background build's progress on the console
 
     second_log = tmp_path / "second.log"
@@ -303,14 +309,16 @@ def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tm
     try:
         wait_for(lambda: page_text(f"{url}/"), second, second_log)
         server = get(f"{url}/api/health").json()["pid"]
-        assert "Step explain: already done, skipped." in second_log.read_text()
+        assert "Step data: already done, skipped." in second_log.read_text()
         about = wait_for(lambda: 'id="curve-h"' in (page := page_text(f"{url}/about")) and page, second, second_log)
         assert "build-progress" not in about  # the curve is in, without a restart:
         assert get(f"{url}/api/health").json()["pid"] == server
         assert run_steps(db)["status"] == "complete"
     finally:
         stop(second)
-    assert "learning curve, evaluation accuracy" in second_log.read_text(errors="replace")  # the build's summary
+    resumed = second_log.read_text(errors="replace")
+    assert "Step explain_bert: already done, skipped." in resumed  # the background build took the work up
+    assert "learning curve, evaluation accuracy" in resumed  # the build's summary
 
 
 def test_truncated_archive_stops_the_build_and_creates_no_database(tmp_path, real_subset_archive, capsys):

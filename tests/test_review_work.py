@@ -4,18 +4,18 @@ written once, and a second run finds nothing left to do."""
 
 from sqlalchemy import func, select
 
-from app.db import Explanation, Prediction, Review, Sentence, WordWeight, session_scope
-from app.offline import review_work
+from app.db import Explanation, Prediction, Review, Sentence, WordWeight, latest_run, make_engine, session_scope
 from app.offline.pipeline import Pipeline
 from app.offline.review_work import Task
 from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps
 from app.offline.steps.data import ReadData
-from app.offline.steps.scoring import Predict
+from app.offline.steps import scoring
+from app.offline.steps.scoring import Explain, Predict
 from app.offline.steps.training import Train
 from app.offline.work_engines import LOCAL, run_tasks
 from app.settings import Settings
 from model.config import DISTILL, PLAIN
-from model.names import CATALOGUE, EVAL, NBSVM, SENTENCE, WORD, WORD_LEVEL_MODEL
+from model.names import CATALOGUE, EVAL, MODELS, NBSVM, SENTENCE, WORD, WORD_LEVEL_MODEL
 
 TASKS = [Task(NBSVM), Task(NBSVM, SENTENCE), Task(WORD_LEVEL_MODEL, WORD)]
 
@@ -59,24 +59,53 @@ def test_the_evaluation_reviews_are_scored_after_the_sites_steps(tmp_path, real_
     for recipe in (PLAIN, DISTILL):
         names = [step.name for step in build_steps(recipe)]
         site = names.index(LAST_STEP_OF_THE_SITE)
-        assert names.index("predict") < site < names.index("predict_evaluation") < names.index("evaluate")
+        assert names.index("predict_bert") < site < names.index("predict_evaluation") < names.index("evaluate")
 
     settings = Settings(
         imdb=str(real_subset_archive), data_dir=tmp_path / "data", train_size=20, titles=2, eval_size=10,
         learning_curve=[],
     )  # fmt: skip
-    monkeypatch.setattr(review_work, "MODELS", (NBSVM,))
-    build = Pipeline(settings, [ReadData(), Train(NBSVM), Predict(), Predict(EVAL)], progress=False)
+    monkeypatch.setattr(scoring, "MODELS", (NBSVM,))
+    build = Pipeline(settings, [ReadData(), Train(NBSVM), Predict(NBSVM), Predict(split=EVAL)], progress=False)
 
     def predicted_splits() -> dict[str, int]:
         with session_scope(build.engine) as session:
             predicted = select(Review.split, func.count()).join(Prediction, Prediction.review_id == Review.id)
             return dict(session.execute(predicted.group_by(Review.split)).all())
 
-    build.run(until="predict")
+    build.run(until="predict_nbsvm")
     with session_scope(build.engine) as session:
         catalogue = session.scalar(select(func.count()).where(Review.split == CATALOGUE))
     assert predicted_splits() == {CATALOGUE: catalogue}
     record = build.run()
     assert predicted_splits() == {CATALOGUE: catalogue, EVAL: 10}
-    assert set(record["steps"]) == {"data", "nbsvm", "predict", "predict_evaluation"}
+    assert set(record["steps"]) == {"data", "nbsvm", "predict_nbsvm", "predict_evaluation"}
+
+
+def test_a_run_record_of_the_steps_for_every_model_is_taken_up_as_it_is(tmp_path, real_subset_archive, caplog):
+    """A database built before the catalogue's steps were per model lists one "predict" and one "explain"
+    step: they count as each model's, so a build taking it up redoes nothing and the site shows every model."""
+    settings = Settings(
+        imdb=str(real_subset_archive), data_dir=tmp_path / "data", train_size=20, titles=2, eval_size=10,
+        learning_curve=[], lime_samples=8, word_lime_samples=20,
+    )  # fmt: skip
+    steps = [ReadData(), Train(NBSVM), Predict(NBSVM), Explain(NBSVM)]
+    Pipeline(settings, steps, progress=False).run()
+    with session_scope(make_engine(settings.database)) as session:
+        run = latest_run(session)
+        assert list(run.steps) == ["data", "nbsvm", "predict_nbsvm", "explain_nbsvm"]
+        assert run.ready_models() == [NBSVM]
+        old = {"predict": run.steps["predict_nbsvm"], "explain": run.steps["explain_nbsvm"]}
+        run.steps = {"data": run.steps["data"], "nbsvm": run.steps["nbsvm"], **old}
+        rows = session.scalar(select(func.count()).select_from(Explanation))
+
+    caplog.set_level("INFO", logger="textflix")
+    build = Pipeline(settings, steps, progress=False)
+    record = build.run()
+    assert "Step predict_nbsvm: already done, skipped." in caplog.text
+    assert "Step explain_nbsvm: already done, skipped." in caplog.text
+    assert "reviews to explain" not in caplog.text and build.steps_to_do(record) == []
+    assert list(record["steps"]) == ["data", "nbsvm", "predict", "explain"]  # left as it was
+    with session_scope(build.engine) as session:
+        assert session.scalar(select(func.count()).select_from(Explanation)) == rows
+        assert latest_run(session).ready_models() == list(MODELS)

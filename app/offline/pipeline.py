@@ -8,8 +8,9 @@ finished one is left untouched. The run record also keeps the build config
 (``Settings.build_config``): a rerun with other values is refused rather than mixed.
 A build holds ``build_lock`` from start to end, so a second build on the same data
 directory or database stops at once instead of interleaving with the first. ``run(until=...)``
-stops after one step (``textflix up`` serves then, and a background build does the rest); the
-running step's progress is in the run record (``Run.progress``), for /about.
+stops after one step (``textflix up`` serves then, and a background build does the rest), having
+checked the input of every step; the running step's progress is in the run record (``Run.progress``),
+for /about and the site's pending lines.
 
 Nothing here knows one model or step from another.
 """
@@ -92,6 +93,11 @@ class Step:
     reads: tuple[str, ...] = ()  # tables, files and run-record fields the step needs
     writes: tuple[str, ...] = ()  # and those it fills
     doing: str = ""  # what /about says while it runs; default "the build's NAME step is running"
+    formerly: tuple[str, ...] = ()  # the step's names in older builds: a run record listing one has it done
+
+    def recorded_in(self, recorded: "set[str] | dict") -> bool:
+        """Whether the run record's steps ``recorded`` list this step as finished, under its name or a former one."""
+        return self.name in recorded or any(name in recorded for name in self.formerly)
 
     def prepare(self, build: "Pipeline") -> None:
         """Work to do before the database is touched, e.g. reading and checking input files."""
@@ -153,15 +159,16 @@ class Pipeline:
         names = [step.name for step in self.steps]
         steps = self.steps[: names.index(until) + 1] if until is not None else self.steps
         prepared = {}
-        for step in steps:  # before the database is created: bad input leaves it as it was
-            if step.name not in recorded:
+        # every unfinished step, also those after ``until``: bad input stops `textflix up` before it serves
+        for step in self.steps:  # before the database is created: bad input leaves it as it was
+            if not step.recorded_in(recorded):
                 started = time.perf_counter()
                 step.prepare(self)
                 prepared[step.name] = time.perf_counter() - started
         if self.run_id is None:
             self._start_run()
         for step in steps:
-            done = step.name in recorded
+            done = step.recorded_in(recorded)
             if done and step.up_to_date(self):
                 log.info("Step %s: already done, skipped.", step.name)
                 continue
@@ -181,6 +188,10 @@ class Pipeline:
         analyze(self.engine)
         log.info("Refreshed the database's statistics for the query planner in %.1f s.", time.perf_counter() - started)
         return report(self.engine)
+
+    def steps_to_do(self, record: dict) -> list[str]:
+        """The names of the steps that the run record ``record`` (``report``'s) does not list as finished."""
+        return [step.name for step in self.steps if not step.recorded_in(record["steps"])]
 
     def _connect(self) -> None:
         """Connect, and create or upgrade the schema."""

@@ -1,45 +1,67 @@
 """The per-review steps, predict and explain: they find the reviews that still lack their rows
 and commit in small batches, so a killed build redoes at most one batch. Their work is
-``app.offline.review_work``'s, computed in this process or on Ray (``app.offline.work_engines``, ``--engine``)."""
+``app.offline.review_work``'s, computed in this process or on Ray (``app.offline.work_engines``, ``--engine``).
+
+The catalogue's steps are per model (``predict_nbsvm``, ``explain_nbsvm``, ``predict_bert``, …: the names
+of ``app.db.predict_step`` and ``explain_step``), so the site shows a model as soon as its own are done."""
 
 import logging
 
-from app.db import session_scope
+from app.db import explain_step, predict_step, session_scope
 from app.offline.pipeline import Pipeline, Step
-from app.offline.review_work import EXPLAIN_TASKS, Task, predict_tasks
+from app.offline.review_work import Task, explain_tasks, predict_tasks
 from app.offline.work_engines import run_tasks
-from model.names import CATALOGUE, EVAL
+from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, MODELS
 
 log = logging.getLogger("textflix")
 EXPLAIN_BLOCK = 4  # reviews per Ray block, and per write, in the explain step of the Ray engine
+# The one step of builds before the catalogue's steps were per model: a run record that lists it has
+# every model's predictions (or explanations) of the catalogue.
+EVERY_MODELS_PREDICT, EVERY_MODELS_EXPLAIN = "predict", "explain"
 
 
 class Predict(Step):
-    """Each model's predictions for the reviews of ``split``: the catalogue's (``predict``) before the
-    site opens, the evaluation reviews' (``predict_evaluation``), which only /about reads, after it."""
+    """Predictions for the reviews of ``split``: the catalogue's by ``model`` (``predict_MODEL``), before the
+    site shows that model; or, for EVAL, every model's of the evaluation reviews (``predict_evaluation``),
+    which only /about reads, at the end of the build."""
 
     writes = ("predictions",)
-    STEP_NAMES = {CATALOGUE: "predict", EVAL: "predict_evaluation"}
     REVIEWS = {CATALOGUE: "catalogue reviews", EVAL: "evaluation reviews"}
 
-    def __init__(self, split: str = CATALOGUE):
+    def __init__(self, model: str | None = None, split: str = CATALOGUE):
         self.split = split
-        self.name = self.STEP_NAMES[split]
-        self.reads = (self.REVIEWS[split], "models")
-        self.doing = f"the models are scoring the {self.REVIEWS[split]}"
+        if split == CATALOGUE:
+            self.models = (model,)
+            self.name = predict_step(model)
+            self.formerly = (EVERY_MODELS_PREDICT,)
+            self.doing = f"{DISPLAY_NAMES[model]} is scoring the catalogue reviews"
+        else:
+            self.models = MODELS
+            self.name = "predict_evaluation"
+            self.doing = f"the models are scoring the {self.REVIEWS[split]}"
+        self.reads = (self.REVIEWS[split], *(f"models/{name}" for name in self.models))
 
     def run(self, build: Pipeline) -> dict:
         what = f"Predict {{model}}: {{todo}} {self.REVIEWS[self.split]} to score"
-        return run_tasks(build, planned(build, predict_tasks(self.split), what), per_block=1)
+        return run_tasks(build, planned(build, predict_tasks(self.split, self.models), what), per_block=1)
 
 
 class Explain(Step):
-    name = "explain"
-    reads = ("catalogue reviews", "sentences", "models")
+    """``model``'s LIME explanations of the catalogue reviews (``explain_MODEL``): once it is recorded,
+    the site shows that model (``app.db.models_ready``)."""
+
+    reads = ("catalogue reviews", "sentences")
     writes = ("sentence_weights", "word_weights", "explanations")
+    formerly = (EVERY_MODELS_EXPLAIN,)
+
+    def __init__(self, model: str):
+        self.model = model
+        self.name = explain_step(model)
+        self.reads = (*self.reads, f"models/{model}")
+        self.doing = f"{DISPLAY_NAMES[model]} is explaining the catalogue reviews"
 
     def run(self, build: Pipeline) -> dict:
-        plan = planned(build, EXPLAIN_TASKS, "LIME {model} {level}s: {todo} reviews to explain")
+        plan = planned(build, explain_tasks(self.model), "LIME {model} {level}s: {todo} reviews to explain")
         return run_tasks(build, plan, per_block=EXPLAIN_BLOCK)
 
 
