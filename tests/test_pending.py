@@ -212,3 +212,42 @@ def test_openapi_documents_the_pending_mark(pending):
     schemas = client.get("/openapi.json").json()["components"]["schemas"]
     assert set(schemas["PendingModel"]["properties"]) == {"pending", "step", "eta_s"}
     assert {"$ref": "#/components/schemas/PendingModel"} in schemas["Predictions"]["properties"]["bert"]["anyOf"]
+
+
+@pytest.mark.slow
+def test_a_real_build_served_from_nbsvm_on_gets_bert_without_a_restart(tmp_path, real_subset_archive):
+    """A tiny real build up to NB-SVM's explanations, served; a review stored while BERT is pending; the
+    build goes on to BERT's explanations, and the same server answers with BERT, the review read by it."""
+    from app.offline.pipeline import Pipeline
+    from app.offline.steps import build_steps
+
+    settings = Settings(
+        imdb=str(real_subset_archive), data_dir=tmp_path, train_size=24, titles=2, eval_size=30, epochs=1,
+        max_length=96, calibration_folds=2, prior_reviews=40, lime_samples=8, word_lime_samples=20, device="cpu",
+        build_poll_s=3600, allow_anonymous_writes=True,
+    )  # fmt: skip
+    Pipeline(settings, build_steps, progress=False).run(until="explain_nbsvm")
+    url = settings.database
+    with TestClient(create_app(settings)) as client:
+        page = client.get("/?analyze=1")
+        assert page.status_code == 200 and '<p class="pending-line"' in page.text and "BERT is " in page.text
+        assert client.get("/index.json?analyze=1").json()["view"]["models"] == ["nbsvm"]
+        title = client.get("/index.json").json()["titles"][0]["title_id"]
+        compare = client.get(f"/movies/{title}?analyze=1&compare=1")
+        assert compare.status_code == 200 and "Pending: the build has not finished BERT yet" in compare.text
+        stored = client.post("/api/reviews", json={"text": TEXT, "title_id": title})
+        assert stored.status_code == 201, stored.text
+        assert stored.json()["predictions"]["bert"]["pending"] is True
+        assert stored.json()["predictions"]["nbsvm"]["label"] in ("positive", "negative")
+        review = stored.json()["id"]
+
+        Pipeline(settings, build_steps, progress=False).run(until="explain_bert")
+        client.portal.call(client.app.state.analyzer.refresh)
+        assert client.app.state.analyzer.loaded == ("nbsvm", "bert")
+        [now] = client.post("/api/predict", json={"texts": [TEXT]}).json()["results"]
+        assert {model: "label" in p for model, p in now["predictions"].items()} == {"nbsvm": True, "bert": True}
+        after = client.get(f"/api/reviews/{review}").json()["review"]
+        assert set(after["predictions"]) == {"nbsvm", "bert"}
+        assert all(set(sentence["weights"]) == {"nbsvm", "bert"} for sentence in after["sentences"])
+        assert rows(url, "SELECT model FROM explanations WHERE review_id = ? ORDER BY model", review) == [("bert",), ("nbsvm",)]
+        assert "pending-line" not in client.get("/?analyze=1").text
