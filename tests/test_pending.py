@@ -13,11 +13,10 @@ from fastapi.testclient import TestClient
 from markupsafe import escape
 
 from app.settings import Settings
-from app.web.analysis import ModelAnalyzer
 from app.web.deps import database_engine
 from app.web.main import create_app
 from app.web.ready_analyzer import ReadyAnalyzer
-from tests.web_fixtures import PENDING_RUN, RUN, build_web_database, cue_model
+from tests.web_fixtures import PENDING_RUN, RUN, build_web_database, set_run, stand_in_models
 
 LINE = (
     "BERT is still learning from the 500 reviews — teacher's labels 47 %, about 12 minutes left on this machine; "
@@ -25,11 +24,6 @@ LINE = (
 )
 PENDING_BERT = {"pending": True, "step": "pseudo_label", "eta_s": 720.0}
 TEXT = "A great cast. The plot was boring. I loved the ending."
-
-
-def stand_in_models(settings: Settings, ready: tuple[str, ...]) -> ModelAnalyzer:
-    """The analyzer of the ready models, each a stand-in scoring cue words."""
-    return ModelAnalyzer({name: cue_model(0.0) for name in ready}, settings, "cpu (stand-in models)")
 
 
 def serve(url: str) -> TestClient:
@@ -45,15 +39,6 @@ def serve(url: str) -> TestClient:
 
 def database(tmp_path, run: dict, models=("nbsvm",)) -> str:
     return build_web_database(tmp_path / "textflix.db", run, models)
-
-
-def set_run(url: str, **fields) -> None:
-    """Change the run record's ``steps``, ``status`` or ``progress`` as the build would."""
-    import json
-
-    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
-        for name, value in fields.items():
-            connection.execute(f"UPDATE runs SET {name} = ?", (json.dumps(value) if not isinstance(value, str) else value,))
 
 
 def rows(url: str, sql: str, *args) -> list:

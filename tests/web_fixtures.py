@@ -550,6 +550,23 @@ def cue_model(seconds_per_call: float):
     return predict
 
 
+def stand_in_models(settings: Settings, ready: tuple[str, ...]) -> ModelAnalyzer:
+    """The analyzer of the models the build has made ready (``app.web.ready_analyzer``), each a stand-in
+    scoring cue words."""
+    return ModelAnalyzer({name: cue_model(0.0) for name in ready}, settings, "cpu (stand-in models)")
+
+
+def set_run(url: str, **fields) -> None:
+    """Change the run record's ``steps``, ``status`` or ``progress`` in the SQLite database at ``url``, as
+    the build would."""
+    import json
+    import sqlite3
+
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        for name, value in fields.items():
+            connection.execute(f"UPDATE runs SET {name} = ?", (value if isinstance(value, str) else json.dumps(value),))
+
+
 def analyzer_app(database: str, seconds_per_call: float = 0.0, call_weight: float = 8, **settings) -> tuple:
     values = dict(database_url=database, lime_samples=16, batch_window_ms=2, **settings)
     app_settings = Settings(**values)
