@@ -51,7 +51,7 @@ class ReadyAnalyzer:
         self._problem: str | None = None
         self._watching: asyncio.Task | None = None
         self._fill_until = 0.0  # loop time until which the watch fills in stored reviews
-        self._retired: set[asyncio.Task] = set()
+        self._retired: dict[asyncio.Task, Analyzer] = {}  # analyzers swapped out, each stopping later
 
     @property
     def problem(self) -> str | None:
@@ -74,8 +74,9 @@ class ReadyAnalyzer:
         if self._watching is not None:
             self._watching.cancel()
             self._watching = None
-        for task in self._retired:
+        for task, old in list(self._retired.items()):
             task.cancel()
+            await old.stop()
         if self.inner is not None:
             await self.inner.stop()
 
@@ -122,8 +123,8 @@ class ReadyAnalyzer:
             await old.stop()
 
         task = asyncio.ensure_future(stop_later())
-        self._retired.add(task)
-        task.add_done_callback(self._retired.discard)
+        self._retired[task] = old
+        task.add_done_callback(lambda done: self._retired.pop(done, None))
 
     async def _fill_in(self) -> None:
         """Each loaded model's prediction and explanation of the user reviews that lack them."""
