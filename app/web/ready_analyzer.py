@@ -138,10 +138,13 @@ class ReadyAnalyzer:
                 log.warning("The reviews %s has not read could not be listed (%s); the next look tries again.", model, error)
                 return
             for review_id, text, spans in lacking:  # the stored sentences, which its weights belong to
-                p_positive, explanation = await asyncio.gather(inner.predict([text]), inner.explain(text, spans))
-                p = float(p_positive[model][0])
-                result = {"predictions": {model: {"label": label_of(p), "p_positive": p}}, **explanation}
-                await run_in_threadpool(fill_in_model, engine, self.write_lock, review_id, model, result)
+                try:
+                    p_positive, explanation = await asyncio.gather(inner.predict([text]), inner.explain(text, spans))
+                    p = float(p_positive[model][0])
+                    result = {"predictions": {model: {"label": label_of(p), "p_positive": p}}, **explanation}
+                    await run_in_threadpool(fill_in_model, engine, self.write_lock, review_id, model, result)
+                except Exception:  # the others go on; this one is tried again on the next look
+                    log.exception("%s could not read review %d, posted while it was pending.", DISPLAY_NAMES[model], review_id)
             if lacking:
                 log.info("%s has read the %d reviews posted while it was pending.", DISPLAY_NAMES[model], len(lacking))
 
