@@ -150,7 +150,7 @@ def test_with_no_model_ready_pages_serve_and_the_api_marks_both_pending(tmp_path
                      "/reviews/1?analyze=1", "/about", "/disagreements", "/analyze", "/?q=rocket"):  # fmt: skip
             assert client.get(path).status_code == 200, path
         line = client.get("/index.json?analyze=1").json()["build"]["line"]
-        assert line == "BERT is still learning from the 500 reviews — NB-SVM's training, no estimate of the time left yet."
+        assert line == "NB-SVM is still learning from the 500 reviews — training, no estimate of the time left yet."
         [result] = client.post("/api/predict", json={"texts": [TEXT], "explain": True}).json()["results"]
         assert result["predictions"] == {m: {"pending": True, "step": "nbsvm", "eta_s": None} for m in ("nbsvm", "bert")}
         assert [s["text"] for s in result["sentences"]] == ["A great cast.", "The plot was boring.", "I loved the ending."]

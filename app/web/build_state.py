@@ -17,19 +17,22 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.db import latest_run, models_ready, predict_step, process_gone
+from app.db import explain_step, latest_run, models_ready, predict_step, process_gone
 from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS
 
 log = logging.getLogger("textflix")
 
-# What a running step is doing, as the pending line says it ("BERT is still learning: teacher's labels 47 %").
+# What a running step is doing, as the pending line says it ("BERT is still learning … — teacher's labels 47 %");
+# the line is about the model whose steps run (the first pending one), so a model's own steps need no name.
 STEP_NOUNS = {
     "data": "reading the reviews",
-    "nbsvm": "NB-SVM's training",
+    "nbsvm": "training",
     "teacher": "the teacher's training",
     "pseudo_label": "teacher's labels",
-    "bert": "its training",
+    "bert": "training",
     "calibrate": "calibration",
+    **{predict_step(model): "predictions of the catalogue" for model in MODELS},
+    **{explain_step(model): "explanations of the catalogue" for model in MODELS},
 }
 RESUME = "`textflix up` (or `textflix build`) resumes it where it stopped"
 
@@ -142,10 +145,11 @@ def minutes(seconds: float) -> str:
 
 
 def pending_line(state: BuildState) -> str | None:
-    """The one line a page shows while the model it would show first is not ready; None when all are."""
+    """The one line a page shows while a model is not ready (the served BERT, or with none ready, the one the
+    build makes first); None when all are."""
     if not state.pending:
         return None
-    model = MAIN_MODEL if MAIN_MODEL in state.pending else state.pending[0]
+    model = MAIN_MODEL if MAIN_MODEL in state.pending and state.ready else state.pending[0]
     name = DISPLAY_NAMES[model]
     shown = f"; the pages show {DISPLAY_NAMES[state.main_model]}'s reading" if state.ready else ""
     if state.failed:
@@ -160,7 +164,7 @@ def pending_line(state: BuildState) -> str | None:
         return f"{name} is not ready yet: the build is between two steps{shown}."
     learning = predict_step(model) not in state.steps and state.running_step != predict_step(model)
     what = f"still learning from the {state.train_size:,} reviews" if learning and state.train_size else (
-        "still learning" if learning else "reading the catalogue"
+        "still learning" if learning else "nearly ready"
     )
     eta = eta_of(state, model)
     when = f"{minutes(eta)} left on this machine" if eta is not None else "no estimate of the time left yet"
