@@ -392,3 +392,55 @@ def test_a_corrupt_model_is_named_with_what_to_do(tmp_path):
     (model_dir / "model.skops").write_bytes(b"not a model")
     with pytest.raises(BuildError, match=r"The NB-SVM model in .*nbsvm cannot be loaded .*delete that folder"):
         Pipeline(Settings(data_dir=tmp_path), build_steps("plain")).model("nbsvm")
+
+
+@pytest.mark.slow
+def test_nbsvm_is_done_before_bert_trains_and_a_build_killed_in_berts_training_resumes_bert_alone(
+    tmp_path, real_subset_archive
+):
+    db = tmp_path / "data" / "textflix.db"
+    # no calibration folds: every step ahead of BERT's explanations can be estimated
+    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive), "--calibration-folds", "0"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress = None
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and process.poll() is None:
+            if db.exists() and count(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='runs'"):
+                with sqlite3.connect(db) as connection:
+                    row = connection.execute("SELECT progress FROM runs").fetchone()
+                progress = json.loads(row[0]) if row and row[0] else None
+                if progress and progress["step"] == "bert" and progress.get("unit") == "optimizer steps":
+                    break
+            time.sleep(0.05)
+        assert process.poll() is None, "the build ended before it could be killed"
+        process.send_signal(signal.SIGKILL)  # in BERT's training
+        process.wait()
+    finally:
+        process.kill()
+    order = ["data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "bert", "calibrate", "predict_bert", "explain_bert",
+             "predict_evaluation", "evaluate", "curve"]  # fmt: skip
+    assert progress["steps"] == order and progress["total"] > 0 and "eta_s" in progress
+    assert set(progress["ready_in_s"]) == {"bert"}  # NB-SVM is on the site; BERT's time left, once it can be told
+    with sqlite3.connect(db) as connection:
+        recorded = list(json.loads(connection.execute("SELECT steps FROM runs").fetchone()[0]))
+    assert recorded == order[:4]  # NB-SVM predicted and explained before BERT's training started
+    catalogue = catalogue_size(db)
+    nbsvm_rows = snapshot(db)
+    assert count(db, "SELECT COUNT(*) FROM explanations WHERE model = 'nbsvm'") == 2 * catalogue  # sentences, words
+    assert count(db, "SELECT COUNT(*) FROM predictions WHERE model = 'bert'") == 0
+
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
+    for step in ("predict_nbsvm", "explain_nbsvm"):
+        assert f"Step {step}: already done, skipped." in result.stderr
+    assert "LIME nbsvm" not in result.stderr and "Predict nbsvm: " not in result.stderr.split("Step predict_evaluation")[0]
+    assert "Number format: bfloat16" in result.stderr or "Number format: float32" in result.stderr
+    after = snapshot(db)
+    for table in ("sentence_weights", "word_weights", "explanations"):
+        assert set(nbsvm_rows[table]) <= set(after[table])  # NB-SVM's rows kept as they were
+    assert count(db, "SELECT COUNT(*) FROM explanations") == 3 * catalogue
+    with sqlite3.connect(db) as connection:
+        status, steps = connection.execute("SELECT status, steps FROM runs").fetchone()
+    assert status == "complete" and list(json.loads(steps)) == order
