@@ -139,9 +139,12 @@ def doing_now(state: BuildState) -> str:
 
 
 def minutes(seconds: float) -> str:
+    """A time left as the pending line says it: "about a minute", "about 12 minutes", "about 3 hours"."""
     if seconds < 90:
         return "about a minute"
-    return f"about {round(seconds / 60)} minutes"
+    if seconds < 2 * 3600:
+        return f"about {round(seconds / 60)} minutes"
+    return f"about {round(seconds / 3600)} hours"
 
 
 def pending_line(state: BuildState) -> str | None:
