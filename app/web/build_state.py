@@ -164,7 +164,7 @@ def pending_line(state: BuildState) -> str | None:
         why = "the build stopped before it was ready" if state.stopped else "this build did not make it"
         return f"{name} is not ready: {why}{shown}. {RESUME[0].upper()}{RESUME[1:]}."
     if state.progress is None:
-        return f"{name} is not ready yet: the build is between two steps{shown}."
+        return f"{name} is not ready yet: the build is between two steps (`textflix up` resumes one that stopped){shown}."
     learning = predict_step(model) not in state.steps and state.running_step != predict_step(model)
     what = f"still learning from the {state.train_size:,} reviews" if learning and state.train_size else (
         "still learning" if learning else "nearly ready"
