@@ -184,6 +184,16 @@ def test_a_build_that_failed_or_stopped_says_how_to_resume(tmp_path, progress, s
         assert client.get("/about").status_code == 200
 
 
+def test_between_two_steps_the_line_says_a_stopped_build_resumes(tmp_path):
+    url = database(tmp_path, {**PENDING_RUN, "progress": None})
+    with serve(url) as client:
+        assert client.get("/index.json?analyze=1").json()["build"]["line"] == (
+            "BERT is not ready yet: the build is between two steps (`textflix up` resumes one that stopped); "
+            "the pages show NB-SVM's reading."
+        )
+        assert client.get("/about").status_code == 200
+
+
 def test_a_finished_build_shows_no_pending_anywhere(tmp_path):
     url = database(tmp_path, RUN, models=("bert", "nbsvm"))
     with serve(url) as client:
