@@ -12,7 +12,8 @@ stops after one step (``textflix up`` serves then, and a background build does t
 checked the input of every step; the running step's progress is in the run record (``Run.progress``),
 for /about and the site's pending lines.
 
-Nothing here knows one model or step from another.
+Nothing here knows one model or step from another, but that the site shows a model once its explain
+step is done (``app.db.models_ready``), which the estimates of the time left follow.
 """
 
 import fcntl
@@ -269,22 +270,35 @@ class Pipeline:
         now = time.monotonic()
         if 0 < done < total and now - self._written < PROGRESS_WRITE_S:
             return
-        eta_s = clock.eta_s()
         ready_in_s = self.ready_in_s()
-        progress = {**self._progress, "done": done, "total": total, "unit": unit, "eta_s": rounded(eta_s),
-                    "ready_in_s": ready_in_s}  # fmt: skip
+        progress = {**self._progress, "done": done, "total": total, "unit": unit,
+                    "eta_s": rounded(self._running_left()), "ready_in_s": ready_in_s}  # fmt: skip
         self._set_progress(progress)
         self._written = now
-        if not self._announced and eta_s is not None:
+        if not self._announced and (eta_s := clock.eta_s()) is not None:
             self._announced = True
             self._announce(done, total, unit, eta_s, ready_in_s)
+
+    def _running_left(self) -> float | None:
+        """The running step's seconds left: at its rate so far once it is timed, before that from its work
+        still to do at its network's cost (``app.offline.estimates``); None when neither is known."""
+        clock = self._clock
+        if clock is None:
+            return None
+        if (timed := clock.eta_s()) is not None:
+            return timed
+        estimate = self.costs.seconds(clock.work)
+        if estimate is None or clock.latest is None or not clock.latest[2]:
+            return estimate
+        _, done, total = clock.latest
+        return estimate * max(total - done, 0) / total
 
     def _start_step(self, step: Step) -> None:
         """Time ``step`` from now on, and say in the run record that it runs, with every step of the build."""
         self._running, self._clock, self._announced = step, StepClock(self.work(step, fresh=True)), False
         self._set_progress({
             "step": step.name, "doing": step.doing or f"the build's {step.name} step is running",
-            "steps": [step.name for step in self.steps], "eta_s": rounded(self.costs.seconds(self._clock.work)),
+            "steps": [step.name for step in self.steps], "eta_s": rounded(self._running_left()),
             "ready_in_s": self.ready_in_s(),
         })  # fmt: skip
 
@@ -316,9 +330,7 @@ class Pipeline:
             target = names.index(explain_step(model)) if explain_step(model) in names else -1
             if model in ready or target < running:
                 continue
-            seconds = self._clock.eta_s() if self._clock is not None else None
-            if seconds is None and self._clock is not None:
-                seconds = self.costs.seconds(self._clock.work)
+            seconds = self._running_left()
             for step in self.steps[running + 1 : target + 1]:
                 if seconds is None:
                     break
