@@ -137,7 +137,8 @@ def load_analyzer(settings: Settings, models: tuple[str, ...] = MODELS) -> Analy
         name = f"{device} ({torch.cuda.get_device_name(device)})"
     log.info(
         "%s loaded from %s on %s in %.1f s; this server process (pid %d) holds %s MB of memory at its peak.",
-        " and ".join(DISPLAY_NAMES[model] for model in models), settings.models_dir, name, time.perf_counter() - started, os.getpid(), f"{peak_memory_mb():,.0f}",
+        " and ".join(map(DISPLAY_NAMES.get, models)), settings.models_dir, name, time.perf_counter() - started,
+        os.getpid(), f"{peak_memory_mb():,.0f}",
     )  # fmt: skip
     return analyzer_of(loaded, settings, name, settings.batch_max_weight or CALL_WEIGHT[device.type])
 
