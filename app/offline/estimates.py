@@ -6,8 +6,8 @@ counted as the forward and backward passes it runs (``TRAINING_PASSES`` over its
 step runs, its rate so far gives its seconds left, and the seconds a character costs its network on this
 machine. A step not started yet is estimated from its work at that cost: measured for its network by an
 earlier step of this build (the teacher's training times its labels), or, for a BERT network not timed yet,
-a timed one's cost scaled by the two networks' sizes (``network_shape``: the student's training estimated
-from the teacher's first steps). A step whose work cannot be told (a calibration that retrains BERT), or a
+a timed one's cost scaled by the two networks' sizes (``network_shape``) and by SCALED_COST_FACTOR (the
+student's training estimated from the teacher's first steps). A step whose work cannot be told (a calibration that retrains BERT), or a
 network with nothing timed to scale from, leaves the estimate out: None, no figure rather than a guess.
 """
 
@@ -19,6 +19,11 @@ from pathlib import Path
 
 TRAINING_PASSES = 3  # a trained layer runs forward once and backward twice (activations' and weights' gradients)
 CHARS_PER_TOKEN = 4  # an English review's characters per BERT word piece, near enough to cap what a window reads
+# A network's cost scaled from another's by their sizes came out about 3 times too low in the default
+# builds on both CPUs measured: the sentence-reading MiniLM student's step took 0.71 s against 0.25 s
+# scaled from the MPNet teacher's with native bfloat16, 2.7 s against 0.92 s without (a small network
+# uses a CPU's cores less fully, and sentences make short passes); scripts/precision_study.py.
+SCALED_COST_FACTOR = 3.0
 TIMED_AFTER_S = 2.0  # a rate is taken once a step has run this long since its first report (and done some work)
 
 
@@ -117,7 +122,7 @@ class Costs:
             return self.per_read[work.network]
         if work.size and self.sized is not None:
             network, size = self.sized
-            return self.per_read[network] * work.size / size
+            return self.per_read[network] * work.size / size * SCALED_COST_FACTOR
         return None
 
     def seconds(self, work: Work | None) -> float | None:
