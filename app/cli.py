@@ -32,8 +32,8 @@ COMMANDS: dict[str, tuple[str, list[type[ConfigGroup]]]] = {
     "report": ("Print the latest run record.", [Storage]),
     "serve": ("Start the web server on the database.", [Storage, Compute, Server, Pages, LimeConfig, ApiLimits]),
     "up": (
-        "Build the database if it is missing or unfinished, serve it once the site's steps are done, and do the "
-        "rest of the build (for /about) in the background.",
+        "Build the database's catalogue if it is missing, serve it at once, and do the rest of the build in the "
+        "background: the site shows each model as soon as it is ready.",
         [Storage, Compute, BuildEngine, Sources, Server, Pages, LimeConfig, ApiLimits],
     ),
     "export": ("Write every catalogue review with its predictions, explanations and their trust figures.", [Storage]),
@@ -218,7 +218,8 @@ def files_size(directory: Path) -> int:
 
 
 def up(settings: Settings) -> int:
-    """Build what the site needs, then serve it while a background build does the rest (for /about)."""
+    """Build the catalogue (the data step), then serve it while a background build does the rest: the site
+    shows each model once it is ready, and /about the build's figures once they are in."""
     settings = with_local_writes(settings)
     rest, built = build_for_the_site(settings)
     if not rest:
@@ -253,7 +254,7 @@ def build_for_the_site(settings: Settings) -> tuple[list[str], Settings]:
     quiet_transformers()
     pipeline = Pipeline(settings, build_steps)
     record = pipeline.run(until=LAST_STEP_OF_THE_SITE)
-    rest = [step.name for step in pipeline.steps if step.name not in record["steps"]]
+    rest = pipeline.steps_to_do(record)
     if not rest:
         print(summary(record, settings))
     return rest, pipeline.settings
@@ -269,8 +270,9 @@ def background_build(settings: Settings, steps: list[str]):
     put_in_environment(settings, environment)
     process = subprocess.Popen([sys.executable, "-m", "app.cli", "build"], env=environment, preexec_fn=dies_with_parent())
     log.info(
-        "The site's steps are done; the rest of the build (%s) goes on in a background process (pid %d), "
-        "its progress here and on /about.", ", ".join(steps), process.pid,
+        "The catalogue is in and the site opens now; the rest of the build (%s) goes on in a background process "
+        "(pid %d), its progress here and on /about, and the site shows each model as soon as its explain step "
+        "is done, without a restart.", ", ".join(steps), process.pid,
     )  # fmt: skip
     try:
         yield

@@ -123,6 +123,12 @@ class Server(ConfigGroup):
         "explanations, before it stops them (503): under the 10 s that `docker stop` waits before it kills.",
     )  # fmt: skip
 
+    build_poll_s: float = Field(
+        3.0, gt=0,
+        description="Seconds between the server's looks at the run record: a model the build has made ready "
+        "(predicted and explained the catalogue with) is loaded and shown without a restart.",
+    )  # fmt: skip
+
     @field_validator("trusted_proxies", mode="before")
     @classmethod
     def _trusted_proxies(cls, value):

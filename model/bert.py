@@ -13,7 +13,7 @@ targets (``model.fine_tuning``), the device and number formats (``model.devices`
 
 import math
 import os
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import ClassVar
@@ -113,6 +113,22 @@ class FrozenBottom:
             self.base.encoder.layer = self.all_layers
 
 
+class StepCounter:
+    """Counts a training's optimizer steps on its progress bar and to its ``report(done, total)``."""
+
+    def __init__(self, bar: tqdm, total: int, report: Callable[[int, int], None] | None):
+        self.bar, self.total, self.report, self.done = bar, total, report, 0
+        if report is not None:
+            report(0, total)
+
+    def update(self, epoch: int, loss: float) -> None:
+        self.done += 1
+        self.bar.update(1)
+        self.bar.set_postfix(epoch=epoch, loss=f"{loss:.3f}")
+        if self.report is not None:
+            self.report(self.done, self.total)
+
+
 def pad_states(states: list[torch.Tensor]) -> dict[str, torch.Tensor]:
     """Hidden states of several units as one batch, padded on the right, with their attention mask."""
     lengths = torch.tensor([len(x) for x in states])
@@ -139,6 +155,7 @@ class BertClassifier:
     key: ClassVar[str] = BERT
     config_type: ClassVar[type[BertConfig]] = BertConfig
     fast_to_train: ClassVar[bool] = False  # see model.trained.Classifier
+    training_unit: ClassVar[str] = "optimizer steps"
 
     def __init__(
         self,
@@ -205,9 +222,10 @@ class BertClassifier:
         device: torch.device,
         progress: bool = True,
         desc: str = "Fine-tune BERT",
+        report: Callable[[int, int], None] | None = None,
     ) -> "BertClassifier":
         """Fine-tune ``config.base_model`` on labelled texts; returns the trained classifier."""
-        return cls.fit(texts, gold_targets(labels), config, device, progress, desc)
+        return cls.fit(texts, gold_targets(labels), config, device, progress, desc, report=report)
 
     @classmethod
     def fit(
@@ -219,13 +237,15 @@ class BertClassifier:
         progress: bool = True,
         desc: str = "Fine-tune BERT",
         together: Sequence[Hashable] | None = None,
+        report: Callable[[int, int], None] | None = None,
     ) -> "BertClassifier":
         """Fine-tune ``config.base_model`` towards target probabilities of "positive": 1 or 0
         for gold labels, a teacher's probability for the texts it labelled.
 
         ``together``, a key per text: texts of the same key (a review and the runs of sentences cut
         from it) are shuffled as one and so mostly share their batches, where a sentence model reads
-        each of their common sentences once. Without it, every text is shuffled alone."""
+        each of their common sentences once. Without it, every text is shuffled alone. ``report(done, total)``
+        hears how many optimizer steps are done: 0 once the frozen layers' pass is, then after each."""
         classifier = cls.pretrained(config, device)
         model = classifier.model
         ids, members = classifier.read_units(texts)
@@ -241,8 +261,9 @@ class BertClassifier:
         optimizer, scheduler = optimizer_and_schedule(groups, config, total)
         model.train()
         bar = tqdm(total=total, desc=desc, unit="step", disable=not progress)
+        counted = StepCounter(bar, total, report)
         with frozen.top_only() if frozen else nullcontext():
-            classifier._train_epochs(ids, members, shuffled, states, targets, groups, optimizer, scheduler, bar)
+            classifier._train_epochs(ids, members, shuffled, states, targets, groups, optimizer, scheduler, counted)
         bar.close()
         model.eval()
         return classifier
@@ -274,8 +295,7 @@ class BertClassifier:
                 scaler.step(optimizer)
                 scaler.update()
                 scheduler.step()
-                bar.update(1)
-                bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
+                bar.update(epoch + 1, loss.item())
 
     @torch.inference_mode()
     def logits(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:

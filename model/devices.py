@@ -2,8 +2,10 @@
 precision where the hardware has it (``autocast``: float16 on CUDA, bfloat16 on CPUs with native
 bfloat16), and int8 linear layers for inference on a CPU (``int8_linears``)."""
 
+import platform
 import warnings
 from contextlib import nullcontext
+from pathlib import Path
 
 import torch
 
@@ -24,6 +26,31 @@ def native_cpu_bf16() -> bool:
     """Whether the CPU computes in bfloat16 natively (AVX512-BF16 or AMX). oneDNN also "supports"
     bfloat16 on plain AVX512 by emulation, which ran 3.4x slower than float32 (Xeon, MiniLM)."""
     return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+
+
+def cpu_name() -> str:
+    """The CPU's model name (lscpu's), or what the platform says when there is no /proc/cpuinfo."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "this CPU"
+
+
+def training_precision(device: torch.device) -> str:
+    """The number format a model trains in on ``device`` (``autocast``), and why, in words."""
+    if device.type == "cuda":
+        return f"float16 mixed precision on {torch.cuda.get_device_name(device)}"
+    if device.type != "cpu":
+        return f"float32 on {device}"
+    if native_cpu_bf16():
+        return f"bfloat16 mixed precision: the CPU ({cpu_name()}) computes bfloat16 natively (AVX512-BF16 or AMX)"
+    return (
+        f"float32: the CPU ({cpu_name()}) has no native bfloat16 (neither AVX512-BF16 nor AMX), and emulated "
+        "bfloat16 is slower than float32 there; BERT's training takes several times longer than on a CPU with it"
+    )
 
 
 def autocast(device: torch.device):

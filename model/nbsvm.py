@@ -10,6 +10,7 @@ for another cannot run code in the server; it is refused, naming what it holds.
 """
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar
@@ -120,6 +121,7 @@ class NbsvmClassifier:
     key: ClassVar[str] = NBSVM
     config_type: ClassVar[type[NbsvmConfig]] = NbsvmConfig
     fast_to_train: ClassVar[bool] = True  # see model.trained.Classifier
+    training_unit: ClassVar[str] = "fits"
     reads_sentences: ClassVar[bool] = False  # see model.trained.Classifier
 
     def __init__(self, pipeline: Pipeline, config: NbsvmConfig):
@@ -129,12 +131,19 @@ class NbsvmClassifier:
 
     @classmethod
     def train(
-        cls, texts: list[str], labels: list[str], config: NbsvmConfig, device=None, progress: bool = False
+        cls, texts: list[str], labels: list[str], config: NbsvmConfig, device=None, progress: bool = False,
+        report: Callable[[int, int], None] | None = None,
     ) -> "NbsvmClassifier":
-        """Fit on labelled texts (``device`` and ``progress``, like ``load``'s ``device`` and
-        ``max_tokens``, are there for the common interface of ``model.trained.Classifier``)."""
+        """Fit on labelled texts, in one fit: ``report`` hears 0 of 1 before it and 1 of 1 after (``device``
+        and ``progress``, like ``load``'s ``device`` and ``max_tokens``, are there for the common interface
+        of ``model.trained.Classifier``)."""
         y = np.array([LABELS.index(label) for label in labels])
-        return cls(build_nbsvm(config).fit(texts, y), config)
+        if report is not None:
+            report(0, 1)
+        fitted = cls(build_nbsvm(config).fit(texts, y), config)
+        if report is not None:
+            report(1, 1)
+        return fitted
 
     def predict_proba(self, texts: list[str]) -> np.ndarray:
         return self.scorer(texts)

@@ -6,6 +6,7 @@ handles "every model" (the build, the API) goes through ``CLASSIFIERS`` and neve
 names a model itself.
 """
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -26,10 +27,14 @@ class Classifier(Protocol):
     # model.sentences.Sentences.
     reads_sentences: bool
 
+    training_unit: ClassVar[str]  # what ``train`` reports its progress in ("optimizer steps")
+
     @classmethod
     def train(
-        cls, texts: list[str], labels: list[str], config: Seeded, device: torch.device, progress: bool = True
-    ) -> "Classifier": ...
+        cls, texts: list[str], labels: list[str], config: Seeded, device: torch.device, progress: bool = True,
+        report: Callable[[int, int], None] | None = None,
+    ) -> "Classifier":
+        """Train on labelled ``texts``; ``report(done, total)`` says how far, in ``training_unit``."""
 
     def predict_proba(self, texts: list[str]) -> np.ndarray: ...
 

@@ -3,6 +3,7 @@
   "use strict";
   var KEY = "textflix-scroll";
   var TEXT_KEY = "textflix-analyze-text";
+  var LIVE_MS = 15000;
 
   // Links styled as switches answer the space bar, as a switch does.
   document.addEventListener("keydown", function (event) {
@@ -40,6 +41,25 @@
         sessionStorage.setItem(TEXT_KEY, box.value);
       } catch (e) { /* storage may be off, or full */ }
     });
+  }
+
+  // While the build goes on, the parts of a page marked data-live (the pending line, /about's build steps)
+  // are fetched anew every half minute; once one is gone from the page (its model is ready), the page reloads.
+  var live = document.querySelectorAll("[data-live][id]");
+  if (live.length && window.fetch && window.DOMParser) {
+    window.setInterval(function () {
+      fetch(window.location.href, { headers: { Accept: "text/html" } }).then(function (answer) {
+        return answer.ok ? answer.text() : null;
+      }).then(function (html) {
+        if (html === null) { return; }
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        for (var i = 0; i < live.length; i++) {
+          var now = fresh.getElementById(live[i].id);
+          if (!now) { window.location.reload(); return; }
+          live[i].innerHTML = now.innerHTML;
+        }
+      }).catch(function () { /* the next try may work */ });
+    }, LIVE_MS);
   }
 
   try {

@@ -12,10 +12,10 @@ from app.web.analysis import ModelAnalyzer
 from tests.web_fixtures import cue_model
 
 
-def stand_in_analyzer(settings):
-    models = {"nbsvm": cue_model(0.1), "bert": cue_model(0.1)}
+def stand_in_analyzer(settings, ready):
+    models = {name: cue_model(0.1) for name in ready}
     return ModelAnalyzer(models, settings, "cpu (stand-in models)", call_weight=1)
 
 
-app.web.main.load_analyzer = stand_in_analyzer
+app.web.main.load_analyzer = stand_in_analyzer  # what ``app.web.main.load_models`` calls
 sys.exit(main())

@@ -17,13 +17,19 @@ from app.web.main import create_app
 from app.settings import Settings
 
 from tests.conftest import serve_in_thread
+from app.web.deps import database_engine
+from app.web.ready_analyzer import ReadyAnalyzer
 from tests.web_fixtures import (  # noqa: F401
     DISTILL_RUN,
+    PENDING_RUN,
+    RUN,
     XSS_IMG,
     XSS_SCRIPT,
     FakeAnalyzer,
     build_web_database,
     labeled,
+    set_run,
+    stand_in_models,
     use_analyzer,
     web_database,
     web_facts,
@@ -597,3 +603,58 @@ def test_search_and_page_links_work_without_javascript(no_script_page):
     assert "page=" not in page.url  # a new search starts at page 1
     assert page.locator("p.empty").inner_text().startswith("No titles match")
     shot(page, f"dashboard-search-nothing-{page.width_name}")
+
+
+@pytest.fixture(scope="module")
+def pending_server(tmp_path_factory):
+    """The app over a build half way (``PENDING_RUN``: NB-SVM ready, BERT learning), its own analyzer
+    loading stand-in models as the run record makes them ready; the URL, the app and the database."""
+    url = build_web_database(tmp_path_factory.mktemp("pending") / "textflix.db", PENDING_RUN)
+    settings = Settings(database_url=url, build_poll_s=3600)
+    app = create_app(settings)
+    app.state.analyzer = ReadyAnalyzer(
+        settings, app.state.build, lambda: database_engine(app), app.state.write_lock, stand_in_models
+    )
+    with serve_in_thread(app) as base:
+        yield base, app, url
+
+
+def test_the_pending_dashboard_says_what_bert_waits_for_and_follows_the_build(browser, pending_server):
+    base, app, url = pending_server
+    context, page = _page(browser, base, DESKTOP)
+    try:
+        page.goto("/?analyze=1&accuracy=1")
+        line = page.locator("#pending-line")
+        assert line.inner_text() == (
+            "BERT is still learning from the 500 reviews — teacher's labels 47 %, about 12 minutes left on this "
+            "machine; the pages show NB-SVM's reading."
+        )
+        assert line.bounding_box()["y"] < 120  # one line near the top, under the header
+        assert page.locator('#summary .model-bar[data-model="nbsvm"]').count() == 1
+        assert page.locator('.model-bar[data-model="bert"]').count() == 0
+        shot(page, "dashboard-pending")
+        page.goto("/?analyze=1&compare=1")
+        assert page.locator('.model-bar.is-pending[data-model="bert"]').count() == 5  # the summary's and each card's
+        shot(page, "dashboard-compare-pending")
+        page.goto("/movies/tt0100001?analyze=1&compare=1")
+        pending = page.locator('.model-col.is-pending[data-model="bert"]')
+        assert pending.count() == 5 and "Pending" in pending.first.inner_text()
+        shot(page, "title-compare-pending")
+        page.goto("/about")
+        assert page.locator(".build-steps .is-running .step-name").inner_text() == "pseudo_label"
+        shot(page, "about-pending")
+
+        # the build goes on: the line follows without a reload (static/textflix.js)
+        page.goto("/?analyze=1&accuracy=1")
+        set_run(url, progress={**PENDING_RUN["progress"], "done": 80, "ready_in_s": {"bert": 400.0}})
+        app.state.build.refresh(database_engine(app))
+        sync_api.expect(page.locator("#pending-line")).to_contain_text("labels 80 %", timeout=40_000)
+        # BERT is ready: the page reloads itself and shows BERT's reading
+        set_run(url, steps=RUN["steps"], status="complete", progress="null")
+        app.state.build.refresh(database_engine(app))
+        page.wait_for_selector("#pending-line", state="detached", timeout=40_000)
+        page.wait_for_load_state()
+        assert page.locator('#summary .model-bar[data-model="bert"]').count() == 1
+        shot(page, "dashboard-after")
+    finally:
+        _check_and_close(context, page, base)

@@ -109,7 +109,8 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     assert sum(lengths["n"]) > 30 * 4  # the 30 reviews whole, and cut to 1, 2, … 6 sentences
     assert all(0 <= a <= 1 for model in ("bert", "nbsvm") for a in lengths[model])
     assert set(record["timings"]) == {
-        "data", "nbsvm", "bert", "calibrate", "predict", "explain", "predict_evaluation", "evaluate", "curve"
+        "data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "bert", "calibrate", "predict_bert", "explain_bert",
+        "predict_evaluation", "evaluate", "curve",
     }  # fmt: skip
     calibration = record["steps"]["calibrate"]
     assert calibration["folds"] == 2 and calibration["temperature"] > 0 and calibration["offset_per"] == "sentence"
@@ -258,7 +259,7 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @pytest.mark.slow
-def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tmp_path, real_subset_archive):
+def test_up_serves_the_catalogue_at_once_while_a_background_build_does_the_rest(tmp_path, real_subset_archive):
     db = tmp_path / "data" / "textflix.db"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -276,7 +277,10 @@ def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tm
     first = start_up(command, first_log)
     try:
         wait_for(lambda: page_text(f"{url}/"), first, first_log)
-        assert "explain" in run_steps(db)["steps"] and "curve" not in run_steps(db)["steps"]  # after the 200
+        at_first_page = run_steps(db)["steps"]  # the catalogue is served before BERT is trained
+        assert "data" in at_first_page and "bert" not in at_first_page and "explain_bert" not in at_first_page
+        steps = wait_for(lambda: "explain_bert" in (steps := run_steps(db)["steps"]) and steps, first, first_log)
+        assert {"predict_nbsvm", "explain_nbsvm", "teacher", "pseudo_label", "bert", "calibrate"} <= steps
         line = wait_for(lambda: progress.search(page_text(f"{url}/about")), first, first_log)
         assert int(line.group(1)) < 12
         assert get(f"{url}/").status_code == 200
@@ -295,7 +299,9 @@ def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tm
     assert killed["status"] == "running" and "curve" not in killed["steps"]
     log = first_log.read_text(errors="replace")
     assert "Recipe auto: distill (on cpu)." in log
-    assert "the rest of the build (predict_evaluation, evaluate, curve) goes on in a background process" in log
+    assert "The catalogue is in and the site opens now; the rest of the build (nbsvm, predict_nbsvm, explain_nbsvm, " \
+        "teacher, pseudo_label, bert, calibrate, predict_bert, explain_bert, predict_evaluation, evaluate, curve) " \
+        "goes on in a background process" in log
     assert "Step curve: " in log and "Learning curve:" in log  # the background build's progress on the console
 
     second_log = tmp_path / "second.log"
@@ -303,14 +309,16 @@ def test_up_serves_once_explained_while_a_background_build_computes_the_curve(tm
     try:
         wait_for(lambda: page_text(f"{url}/"), second, second_log)
         server = get(f"{url}/api/health").json()["pid"]
-        assert "Step explain: already done, skipped." in second_log.read_text()
+        assert "Step data: already done, skipped." in second_log.read_text()
         about = wait_for(lambda: 'id="curve-h"' in (page := page_text(f"{url}/about")) and page, second, second_log)
         assert "build-progress" not in about  # the curve is in, without a restart:
         assert get(f"{url}/api/health").json()["pid"] == server
         assert run_steps(db)["status"] == "complete"
     finally:
         stop(second)
-    assert "learning curve, evaluation accuracy" in second_log.read_text(errors="replace")  # the build's summary
+    resumed = second_log.read_text(errors="replace")
+    assert "Step explain_bert: already done, skipped." in resumed  # the background build took the work up
+    assert "learning curve, evaluation accuracy" in resumed  # the build's summary
 
 
 def test_truncated_archive_stops_the_build_and_creates_no_database(tmp_path, real_subset_archive, capsys):
@@ -384,3 +392,55 @@ def test_a_corrupt_model_is_named_with_what_to_do(tmp_path):
     (model_dir / "model.skops").write_bytes(b"not a model")
     with pytest.raises(BuildError, match=r"The NB-SVM model in .*nbsvm cannot be loaded .*delete that folder"):
         Pipeline(Settings(data_dir=tmp_path), build_steps("plain")).model("nbsvm")
+
+
+@pytest.mark.slow
+def test_nbsvm_is_done_before_bert_trains_and_a_build_killed_in_berts_training_resumes_bert_alone(
+    tmp_path, real_subset_archive
+):
+    db = tmp_path / "data" / "textflix.db"
+    # no calibration folds: every step ahead of BERT's explanations can be estimated
+    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive), "--calibration-folds", "0"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress = None
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and process.poll() is None:
+            if db.exists() and count(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='runs'"):
+                with sqlite3.connect(db) as connection:
+                    row = connection.execute("SELECT progress FROM runs").fetchone()
+                progress = json.loads(row[0]) if row and row[0] else None
+                if progress and progress["step"] == "bert" and progress.get("unit") == "optimizer steps":
+                    break
+            time.sleep(0.05)
+        assert process.poll() is None, "the build ended before it could be killed"
+        process.send_signal(signal.SIGKILL)  # in BERT's training
+        process.wait()
+    finally:
+        process.kill()
+    order = ["data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "bert", "calibrate", "predict_bert", "explain_bert",
+             "predict_evaluation", "evaluate", "curve"]  # fmt: skip
+    assert progress["steps"] == order and progress["total"] > 0 and "eta_s" in progress
+    assert set(progress["ready_in_s"]) == {"bert"}  # NB-SVM is on the site; BERT's time left, once it can be told
+    with sqlite3.connect(db) as connection:
+        recorded = list(json.loads(connection.execute("SELECT steps FROM runs").fetchone()[0]))
+    assert recorded == order[:4]  # NB-SVM predicted and explained before BERT's training started
+    catalogue = catalogue_size(db)
+    nbsvm_rows = snapshot(db)
+    assert count(db, "SELECT COUNT(*) FROM explanations WHERE model = 'nbsvm'") == 2 * catalogue  # sentences, words
+    assert count(db, "SELECT COUNT(*) FROM predictions WHERE model = 'bert'") == 0
+
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
+    for step in ("predict_nbsvm", "explain_nbsvm"):
+        assert f"Step {step}: already done, skipped." in result.stderr
+    assert "LIME nbsvm" not in result.stderr and "Predict nbsvm: " not in result.stderr.split("Step predict_evaluation")[0]
+    assert "Number format: bfloat16" in result.stderr or "Number format: float32" in result.stderr
+    after = snapshot(db)
+    for table in ("sentence_weights", "word_weights", "explanations"):
+        assert set(nbsvm_rows[table]) <= set(after[table])  # NB-SVM's rows kept as they were
+    assert count(db, "SELECT COUNT(*) FROM explanations") == 3 * catalogue
+    with sqlite3.connect(db) as connection:
+        status, steps = connection.execute("SELECT status, steps FROM runs").fetchone()
+    assert status == "complete" and list(json.loads(steps)) == order

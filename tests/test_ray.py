@@ -149,9 +149,9 @@ def test_a_ray_build_writes_the_same_rows_as_the_local_build(local_build, real_s
     assert expected["predictions"] and expected["sentence_weights"] and expected["word_weights"]
     assert rows(db) == expected  # exact: same predictions, LIME weights and quality figures
     steps = json.loads(count(db, "SELECT steps FROM runs"))
-    assert steps["predict"]["engine"] == steps["explain"]["engine"] == "ray"
-    assert steps["explain"]["actors"] >= 1
-    assert json.loads(count(local_db, "SELECT steps FROM runs"))["explain"]["engine"] == "local"
+    assert {steps[name]["engine"] for name in ("predict_nbsvm", "explain_nbsvm", "predict_bert", "explain_bert")} == {"ray"}
+    assert steps["explain_bert"]["actors"] >= 1
+    assert json.loads(count(local_db, "SELECT steps FROM runs"))["explain_bert"]["engine"] == "local"
 
 
 @needs_ray
@@ -170,11 +170,12 @@ def test_a_build_stopped_by_one_engine_is_finished_by_the_other(local_build, rea
         connection.execute("DELETE FROM word_weights")
         connection.execute("DELETE FROM explanations WHERE level = 'word'")
         connection.execute(
-            "UPDATE runs SET status = 'running', steps = json_remove(steps, '$.explain', '$.evaluate', '$.curve')"
+            "UPDATE runs SET status = 'running', "
+            "steps = json_remove(steps, '$.explain_nbsvm', '$.explain_bert', '$.evaluate', '$.curve')"
         )
     left = count(db, f"SELECT COUNT(*) FROM reviews WHERE split = 'catalogue' AND id > {half}")
     result = build(real_subset_archive, data, db, "--engine", "ray")
-    assert "Step predict: already done" in result.stderr
+    assert "Step predict_bert: already done" in result.stderr
     catalogue = count(db, "SELECT COUNT(*) FROM reviews WHERE split = 'catalogue'")
     assert f"LIME bert sentences: {left} reviews to explain, {catalogue - left} already done." in result.stderr
     assert f"LIME nbsvm words: {catalogue} reviews to explain, 0 already done." in result.stderr
@@ -210,7 +211,7 @@ def test_a_killed_ray_build_resumes_without_redoing_reviews(local_build, real_su
     assert count(db, "SELECT status FROM runs") == "running"
 
     result = build(real_subset_archive, data, db, "--engine", "ray")
-    assert "Step predict: already done" in result.stderr
+    assert "Step predict_nbsvm: already done" in result.stderr
     done = [(model, level) for _, model, level, *_ in first["explanations"]]
     for model, level in (("nbsvm", "sentence"), ("bert", "sentence"), ("nbsvm", "word")):
         finished = done.count((model, level))

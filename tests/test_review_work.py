@@ -2,20 +2,22 @@
 build runs by default), on NB-SVM alone so that it takes seconds: each review's rows are
 written once, and a second run finds nothing left to do."""
 
+import re
+
 from sqlalchemy import func, select
 
-from app.db import Explanation, Prediction, Review, Sentence, WordWeight, session_scope
-from app.offline import review_work
+from app.db import Explanation, Prediction, Review, Sentence, WordWeight, latest_run, make_engine, session_scope
+from app.offline import estimates, pipeline
 from app.offline.pipeline import Pipeline
 from app.offline.review_work import Task
-from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps
+from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps, scoring
 from app.offline.steps.data import ReadData
-from app.offline.steps.scoring import Predict
+from app.offline.steps.scoring import Explain, Predict
 from app.offline.steps.training import Train
 from app.offline.work_engines import LOCAL, run_tasks
 from app.settings import Settings
 from model.config import DISTILL, PLAIN
-from model.names import CATALOGUE, EVAL, NBSVM, SENTENCE, WORD, WORD_LEVEL_MODEL
+from model.names import CATALOGUE, EVAL, MODELS, NBSVM, SENTENCE, WORD, WORD_LEVEL_MODEL
 
 TASKS = [Task(NBSVM), Task(NBSVM, SENTENCE), Task(WORD_LEVEL_MODEL, WORD)]
 
@@ -54,29 +56,98 @@ def test_the_local_engine_writes_each_reviews_rows_once(tmp_path, real_subset_ar
 
 
 def test_the_evaluation_reviews_are_scored_after_the_sites_steps(tmp_path, real_subset_archive, monkeypatch):
-    """``textflix up`` opens the site after the catalogue's predictions; the evaluation reviews',
-    which only /about reads, come in the background build. (The predict steps of NB-SVM alone.)"""
+    """``textflix up`` opens the site after the data step; NB-SVM's predictions and explanations come
+    before BERT's training starts, BERT's after it, and the evaluation reviews', which only /about reads,
+    last. (The predict steps of NB-SVM alone.)"""
     for recipe in (PLAIN, DISTILL):
         names = [step.name for step in build_steps(recipe)]
-        site = names.index(LAST_STEP_OF_THE_SITE)
-        assert names.index("predict") < site < names.index("predict_evaluation") < names.index("evaluate")
+        assert names.index(LAST_STEP_OF_THE_SITE) == names.index("data") == 0
+        berts_first = names.index("teacher" if recipe == DISTILL else "bert")
+        order = ["nbsvm", "predict_nbsvm", "explain_nbsvm", names[berts_first], "calibrate", "predict_bert",
+                 "explain_bert", "predict_evaluation", "evaluate", "curve"]  # fmt: skip
+        assert [names.index(name) for name in order] == sorted(names.index(name) for name in order)
 
     settings = Settings(
         imdb=str(real_subset_archive), data_dir=tmp_path / "data", train_size=20, titles=2, eval_size=10,
         learning_curve=[],
     )  # fmt: skip
-    monkeypatch.setattr(review_work, "MODELS", (NBSVM,))
-    build = Pipeline(settings, [ReadData(), Train(NBSVM), Predict(), Predict(EVAL)], progress=False)
+    monkeypatch.setattr(scoring, "MODELS", (NBSVM,))
+    build = Pipeline(settings, [ReadData(), Train(NBSVM), Predict(NBSVM), Predict(split=EVAL)], progress=False)
 
     def predicted_splits() -> dict[str, int]:
         with session_scope(build.engine) as session:
             predicted = select(Review.split, func.count()).join(Prediction, Prediction.review_id == Review.id)
             return dict(session.execute(predicted.group_by(Review.split)).all())
 
-    build.run(until="predict")
+    build.run(until="predict_nbsvm")
     with session_scope(build.engine) as session:
         catalogue = session.scalar(select(func.count()).where(Review.split == CATALOGUE))
     assert predicted_splits() == {CATALOGUE: catalogue}
     record = build.run()
     assert predicted_splits() == {CATALOGUE: catalogue, EVAL: 10}
-    assert set(record["steps"]) == {"data", "nbsvm", "predict", "predict_evaluation"}
+    assert set(record["steps"]) == {"data", "nbsvm", "predict_nbsvm", "predict_evaluation"}
+
+
+def test_a_run_record_of_the_steps_for_every_model_is_taken_up_as_it_is(tmp_path, real_subset_archive, caplog):
+    """A database built before the catalogue's steps were per model lists one "predict" and one "explain"
+    step: they count as each model's, so a build taking it up redoes nothing and the site shows every model."""
+    settings = Settings(
+        imdb=str(real_subset_archive), data_dir=tmp_path / "data", train_size=20, titles=2, eval_size=10,
+        learning_curve=[], lime_samples=8, word_lime_samples=20,
+    )  # fmt: skip
+    steps = [ReadData(), Train(NBSVM), Predict(NBSVM), Explain(NBSVM)]
+    Pipeline(settings, steps, progress=False).run()
+    with session_scope(make_engine(settings.database)) as session:
+        run = latest_run(session)
+        assert list(run.steps) == ["data", "nbsvm", "predict_nbsvm", "explain_nbsvm"]
+        assert run.ready_models() == [NBSVM]
+        old = {"predict": run.steps["predict_nbsvm"], "explain": run.steps["explain_nbsvm"]}
+        run.steps = {"data": run.steps["data"], "nbsvm": run.steps["nbsvm"], **old}
+        rows = session.scalar(select(func.count()).select_from(Explanation))
+
+    caplog.set_level("INFO", logger="textflix")
+    build = Pipeline(settings, steps, progress=False)
+    record = build.run()
+    assert "Step predict_nbsvm: already done, skipped." in caplog.text
+    assert "Step explain_nbsvm: already done, skipped." in caplog.text
+    assert "reviews to explain" not in caplog.text and build.steps_to_do(record) == []
+    assert list(record["steps"]) == ["data", "nbsvm", "predict", "explain"]  # left as it was
+    with session_scope(build.engine) as session:
+        assert session.scalar(select(func.count()).select_from(Explanation)) == rows
+        assert latest_run(session).ready_models() == list(MODELS)
+
+
+def test_the_running_steps_progress_says_its_seconds_left_and_when_each_model_is_ready(
+    tmp_path, real_subset_archive, monkeypatch, caplog
+):
+    """The run record's progress while NB-SVM's steps run: every step of the build, done of total, the
+    running step's seconds left from its rate so far, and NB-SVM's seconds until its explain step is done,
+    its explanations estimated from what its predictions cost before they start. (A rate after any time,
+    and every report written, so that a build of seconds shows them.)"""
+    monkeypatch.setattr(estimates, "TIMED_AFTER_S", 0.0)
+    monkeypatch.setattr(pipeline, "PROGRESS_WRITE_S", 0.0)
+    written = []
+    set_progress = Pipeline._set_progress
+    monkeypatch.setattr(Pipeline, "_set_progress", lambda build, progress: (written.append(progress),
+                                                                             set_progress(build, progress)))  # fmt: skip
+    settings = Settings(
+        imdb=str(real_subset_archive), data_dir=tmp_path / "data", train_size=20, titles=2, eval_size=10,
+        learning_curve=[], lime_samples=8, word_lime_samples=20,
+    )  # fmt: skip
+    caplog.set_level("INFO", logger="textflix")
+    build = Pipeline(settings, [ReadData(), Train(NBSVM), Predict(NBSVM), Explain(NBSVM)], progress=False)
+    build.run()
+
+    names = ["data", "nbsvm", "predict_nbsvm", "explain_nbsvm"]
+    running = [p for p in written if p is not None]
+    assert all(p["steps"] == names for p in running)
+    predicting = [p for p in running if p["step"] == "predict_nbsvm" and "done" in p]
+    assert predicting[-1]["done"] == predicting[-1]["total"] > 0 and predicting[-1]["unit"] == "reviews"
+    assert predicting[-1]["eta_s"] == 0 and isinstance(predicting[-1]["ready_in_s"][NBSVM], int)
+    explaining = [p for p in running if p["step"] == "explain_nbsvm"]
+    assert isinstance(explaining[0]["ready_in_s"][NBSVM], int)  # at its start: from its work at predict's rate
+    timed = [p for p in explaining if p.get("eta_s") is not None and "done" in p]
+    assert timed and all(p["ready_in_s"] == {NBSVM: p["eta_s"]} for p in timed)  # its own step is the last
+    assert written[-1] is None  # no step runs
+    assert "Number format: " in caplog.text
+    assert re.search(r"Step explain_nbsvm: \d+ of \d+ reviews in \d+ s: about .* left for it", caplog.text)

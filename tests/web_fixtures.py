@@ -33,6 +33,7 @@ from app.db import (
     make_engine,
     migrate,
     session_scope,
+    this_process,
 )
 from app.settings import Settings
 from app.web.analysis import ModelAnalyzer
@@ -299,6 +300,27 @@ OLD_CURVE_RUN = {
 }
 
 
+# A run of ``textflix up`` half way: NB-SVM has predicted and explained the catalogue, the teacher is
+# labelling (47 of 100), BERT is 12 minutes away. The builder is this process, which is running.
+BUILD_STEPS = [
+    "data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "teacher", "pseudo_label", "bert", "calibrate",
+    "predict_bert", "explain_bert", "predict_evaluation", "evaluate", "curve",
+]  # fmt: skip
+PENDING_RUN = {
+    **RUN,
+    "status": "running",
+    "steps": {
+        "data": {"seconds": 12.5}, "nbsvm": {"seconds": 3.2}, "predict_nbsvm": {"seconds": 20.1},
+        "explain_nbsvm": {"seconds": 64.0}, "teacher": {"seconds": 897.0},
+    },  # fmt: skip
+    "metrics": {},
+    "progress": {
+        "step": "pseudo_label", "doing": "the teacher is labelling unlabeled reviews", "done": 47, "total": 100,
+        "unit": "texts", "eta_s": 300.0, "ready_in_s": {"bert": 720.0}, "steps": BUILD_STEPS, "builder": this_process(),
+    },  # fmt: skip
+}
+
+
 def explanation_figures(index: int, model: str) -> dict:
     """LIME's fit and quality figures of a fixture explanation: BERT's on every third review are weak."""
     weak = model == "bert" and index % 3 == 0
@@ -320,13 +342,15 @@ def explanation_figures(index: int, model: str) -> dict:
     )  # fmt: skip
 
 
-def build_web_database(path: Path, run: dict = RUN) -> str:
-    """Create the fixture database, with the run record ``run``, as a SQLite file at ``path``; returns its URL."""
-    return fill_web_database(f"sqlite:///{path}", run)
+def build_web_database(path: Path, run: dict = RUN, models: tuple[str, ...] = ("bert", "nbsvm")) -> str:
+    """Create the fixture database, with the run record ``run`` and the rows of ``models``, as a SQLite file at
+    ``path``; returns its URL."""
+    return fill_web_database(f"sqlite:///{path}", run, models)
 
 
-def fill_web_database(url: str, run: dict = RUN) -> str:
-    """Create the fixture database's schema and rows in the empty database at ``url``; returns ``url``."""
+def fill_web_database(url: str, run: dict = RUN, models: tuple[str, ...] = ("bert", "nbsvm")) -> str:
+    """Create the fixture database's schema and rows (predictions, explanations and sentence weights of
+    ``models``) in the empty database at ``url``; returns ``url``."""
     engine = make_engine(url)
     migrate(engine)
     with session_scope(engine) as session:
@@ -352,6 +376,8 @@ def fill_web_database(url: str, run: dict = RUN) -> str:
             session.add(review)
             session.flush()
             for model, (label, p_positive) in (("bert", bert), ("nbsvm", nbsvm)):
+                if model not in models:
+                    continue
                 session.add(Prediction(review_id=review.id, model=model, label=label, p_positive=p_positive))
                 session.add(
                     Explanation(review_id=review.id, model=model, level="sentence", **explanation_figures(index, model))
@@ -360,8 +386,9 @@ def fill_web_database(url: str, run: dict = RUN) -> str:
                 row = Sentence(review_id=review.id, position=position, start=start, end=end, text=sentence)
                 session.add(row)
                 session.flush()
-                session.add(SentenceWeight(sentence_id=row.id, model="bert", weight=w_bert))
-                session.add(SentenceWeight(sentence_id=row.id, model="nbsvm", weight=w_nbsvm))
+                for model, weight in (("bert", w_bert), ("nbsvm", w_nbsvm)):
+                    if model in models:
+                        session.add(SentenceWeight(sentence_id=row.id, model=model, weight=weight))
             for word, weight in words.items():
                 session.add(WordWeight(review_id=review.id, model="nbsvm", word=word, weight=weight))
         for index, (title_id, split, gold, text) in enumerate(HIDDEN):
@@ -376,8 +403,10 @@ def fill_web_database(url: str, run: dict = RUN) -> str:
             )
             session.add(review)
             session.flush()
-            session.add(Prediction(review_id=review.id, model="bert", label=gold, p_positive=0.9 if gold == POS else 0.1))
-            session.add(Prediction(review_id=review.id, model="nbsvm", label=NEG, p_positive=0.4))
+            if "bert" in models:
+                session.add(Prediction(review_id=review.id, model="bert", label=gold, p_positive=0.9 if gold == POS else 0.1))
+            if "nbsvm" in models:
+                session.add(Prediction(review_id=review.id, model="nbsvm", label=NEG, p_positive=0.4))
         session.add(Run(**run))
     engine.dispose()
     return url
@@ -519,6 +548,23 @@ def cue_model(seconds_per_call: float):
 
     predict.calls = []
     return predict
+
+
+def stand_in_models(settings: Settings, ready: tuple[str, ...]) -> ModelAnalyzer:
+    """The analyzer of the models the build has made ready (``app.web.ready_analyzer``), each a stand-in
+    scoring cue words."""
+    return ModelAnalyzer({name: cue_model(0.0) for name in ready}, settings, "cpu (stand-in models)")
+
+
+def set_run(url: str, **fields) -> None:
+    """Change the run record's ``steps``, ``status`` or ``progress`` in the SQLite database at ``url``, as
+    the build would."""
+    import json
+    import sqlite3
+
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        for name, value in fields.items():
+            connection.execute(f"UPDATE runs SET {name} = ?", (value if isinstance(value, str) else json.dumps(value),))
 
 
 def analyzer_app(database: str, seconds_per_call: float = 0.0, call_weight: float = 8, **settings) -> tuple:

@@ -8,10 +8,12 @@ finished one is left untouched. The run record also keeps the build config
 (``Settings.build_config``): a rerun with other values is refused rather than mixed.
 A build holds ``build_lock`` from start to end, so a second build on the same data
 directory or database stops at once instead of interleaving with the first. ``run(until=...)``
-stops after one step (``textflix up`` serves then, and a background build does the rest); the
-running step's progress is in the run record (``Run.progress``), for /about.
+stops after one step (``textflix up`` serves then, and a background build does the rest), having
+checked the input of every step; the running step's progress is in the run record (``Run.progress``),
+for /about and the site's pending lines.
 
-Nothing here knows one model or step from another.
+Nothing here knows one model or step from another, but that the site shows a model once its explain
+step is done (``app.db.models_ready``), which the estimates of the time left follow.
 """
 
 import fcntl
@@ -36,20 +38,23 @@ from app.db import (
     Run,
     analyze,
     display_url,
+    explain_step,
     latest_run,
     make_engine,
     migrate,
+    models_ready,
     session_scope,
     sqlite_path,
     this_process,
 )
+from app.offline.estimates import Costs, StepClock, Work
 from app.settings import Settings
 from model import checkpoints
 from model.checkpoints import Checkpoint
 from model.config import AUTO, DISTILL, MPNET, PLAIN, PREDATING_VALUES, ConfigGroup, Sources, SplitConfig
 from model.data import Splits, read_splits
-from model.devices import resolve_device
-from model.names import TRAIN
+from model.devices import resolve_device, training_precision
+from model.names import DISPLAY_NAMES, MODELS, TRAIN
 from model.trained import Classifier, ModelUnavailable, load_trained
 
 log = logging.getLogger("textflix")
@@ -71,6 +76,8 @@ CPU_RECIPE = {
     "calibration_folds": 0,
 }  # fmt: skip
 StepsOfRecipe = Callable[[str], Sequence["Step"]]
+# The running step's progress is written to the run record at most this often (and at its start and end).
+PROGRESS_WRITE_S = 5.0
 
 
 class BuildError(Exception):
@@ -92,6 +99,11 @@ class Step:
     reads: tuple[str, ...] = ()  # tables, files and run-record fields the step needs
     writes: tuple[str, ...] = ()  # and those it fills
     doing: str = ""  # what /about says while it runs; default "the build's NAME step is running"
+    formerly: tuple[str, ...] = ()  # the step's names in older builds: a run record listing one has it done
+
+    def recorded_in(self, recorded: "set[str] | dict") -> bool:
+        """Whether the run record's steps ``recorded`` list this step as finished, under its name or a former one."""
+        return self.name in recorded or any(name in recorded for name in self.formerly)
 
     def prepare(self, build: "Pipeline") -> None:
         """Work to do before the database is touched, e.g. reading and checking input files."""
@@ -103,6 +115,11 @@ class Step:
     def run(self, build: "Pipeline") -> dict | None:
         """Do the step's work; what it returns is kept in its entry of the run record's steps."""
         raise NotImplementedError
+
+    def work(self, build: "Pipeline") -> Work | None:
+        """What the step still has to do, for the estimates of the time left (``app.offline.estimates``);
+        None when that cannot be told."""
+        return None
 
 
 class Pipeline:
@@ -121,6 +138,14 @@ class Pipeline:
         self.config: dict = {}  # the build config of the run record
         self._models: dict[str, Classifier] = {}
         self._splits: Splits | None = None
+        self.costs = Costs()  # what the networks' reading costs on this machine, as timed so far
+        self._work: dict[str, Work | None] = {}  # each step's work, once asked for
+        self._recorded: set[str] = set()  # the steps the run record lists as finished
+        self._running: Step | None = None
+        self._clock: StepClock | None = None
+        self._progress: dict | None = None  # what the run record's progress says now
+        self._written = 0.0  # when the running step's progress was last written (time.monotonic)
+        self._announced = False  # whether the running step's estimate is on the console yet
 
     # -- running ------------------------------------------------------------------
 
@@ -153,20 +178,24 @@ class Pipeline:
         names = [step.name for step in self.steps]
         steps = self.steps[: names.index(until) + 1] if until is not None else self.steps
         prepared = {}
-        for step in steps:  # before the database is created: bad input leaves it as it was
-            if step.name not in recorded:
+        # every unfinished step, also those after ``until``: bad input stops `textflix up` before it serves
+        for step in self.steps:  # before the database is created: bad input leaves it as it was
+            if not step.recorded_in(recorded):
                 started = time.perf_counter()
                 step.prepare(self)
                 prepared[step.name] = time.perf_counter() - started
         if self.run_id is None:
             self._start_run()
+        self._recorded = set(recorded)
+        if any(not step.recorded_in(recorded) for step in steps):
+            log.info("Number format: %s.", training_precision(self.device))
         for step in steps:
-            done = step.name in recorded
+            done = step.recorded_in(recorded)
             if done and step.up_to_date(self):
                 log.info("Step %s: already done, skipped.", step.name)
                 continue
             log.info("Step %s: %s from %s.", step.name, ", ".join(step.writes), ", ".join(step.reads))
-            self._set_progress({"step": step.name, "doing": step.doing or f"the build's {step.name} step is running"})
+            self._start_step(step)
             started = time.perf_counter()
             try:
                 facts = step.run(self) or {}
@@ -174,13 +203,19 @@ class Pipeline:
                 with suppress(Exception):  # the database may be what failed the step
                     self._set_progress({"step": step.name, "failed": failure(error)})
                 raise
+            self._running = self._clock = None
             self._set_progress(None)
             if not done:
                 self._finish(step, time.perf_counter() - started + prepared.get(step.name, 0.0), facts)
+                self._recorded.add(step.name)
         started = time.perf_counter()
         analyze(self.engine)
         log.info("Refreshed the database's statistics for the query planner in %.1f s.", time.perf_counter() - started)
         return report(self.engine)
+
+    def steps_to_do(self, record: dict) -> list[str]:
+        """The names of the steps that the run record ``record`` (``report``'s) does not list as finished."""
+        return [step.name for step in self.steps if not step.recorded_in(record["steps"])]
 
     def _connect(self) -> None:
         """Connect, and create or upgrade the schema."""
@@ -223,14 +258,92 @@ class Pipeline:
             return session.get(Run, self.run_id)
 
     def step_progress(self, done: int, total: int, unit: str) -> None:
-        """Say how far the running step is, in the run record: ``done`` of ``total`` ``unit`` (/about shows it)."""
-        with session_scope(self.engine) as session:
-            run = session.get(Run, self.run_id)
-            run.progress = {**(run.progress or {}), "done": done, "total": total, "unit": unit}
+        """Say how far the running step is, in the run record: ``done`` of ``total`` ``unit``, the seconds it
+        has left at its rate so far (``eta_s``) and each model's until it is ready (``ready_in_s``). Written
+        at most every PROGRESS_WRITE_S seconds, and always at the first and the last report."""
+        clock = self._clock
+        if clock is None:  # work done outside a step (run_tasks called alone): no run record progress to say
+            return
+        clock.report(done, total)
+        if clock.work is not None and (cost := clock.cost_per_read()) is not None:
+            self.costs.timed(clock.work, cost)
+        now = time.monotonic()
+        if 0 < done < total and now - self._written < PROGRESS_WRITE_S:
+            return
+        ready_in_s = self.ready_in_s()
+        progress = {**self._progress, "done": done, "total": total, "unit": unit,
+                    "eta_s": rounded(self._running_left()), "ready_in_s": ready_in_s}  # fmt: skip
+        self._set_progress(progress)
+        self._written = now
+        if not self._announced and (eta_s := clock.eta_s()) is not None:
+            self._announced = True
+            self._announce(done, total, unit, eta_s, ready_in_s)
+
+    def _running_left(self) -> float | None:
+        """The running step's seconds left: at its rate so far once it is timed, before that from its work
+        still to do at its network's cost (``app.offline.estimates``); None when neither is known."""
+        clock = self._clock
+        if clock is None:
+            return None
+        if (timed := clock.eta_s()) is not None:
+            return timed
+        estimate = self.costs.seconds(clock.work)
+        if estimate is None or clock.latest is None or not clock.latest[2]:
+            return estimate
+        _, done, total = clock.latest
+        return estimate * max(total - done, 0) / total
+
+    def _start_step(self, step: Step) -> None:
+        """Time ``step`` from now on, and say in the run record that it runs, with every step of the build."""
+        self._running, self._clock, self._announced = step, StepClock(self.work(step, fresh=True)), False
+        self._set_progress({
+            "step": step.name, "doing": step.doing or f"the build's {step.name} step is running",
+            "steps": [step.name for step in self.steps], "eta_s": rounded(self._running_left()),
+            "ready_in_s": self.ready_in_s(),
+        })  # fmt: skip
+
+    def _announce(self, done: int, total: int, unit: str, eta_s: float, ready_in_s: dict) -> None:
+        """The running step's estimate on the console, once it is timed."""
+        ready = "".join(f"; {DISPLAY_NAMES[model]} on the site in about {minutes(seconds)}"
+                        for model, seconds in ready_in_s.items() if seconds is not None)  # fmt: skip
+        log.info(
+            "Step %s: %s of %s %s in %.0f s: about %s left for it at this rate on this machine%s.",
+            self._running.name, f"{done:,}", f"{total:,}", unit, self._clock.latest[0] - self._clock.first[0],
+            minutes(eta_s), ready,
+        )  # fmt: skip
+
+    def work(self, step: Step, fresh: bool = False) -> Work | None:
+        """``step.work``, asked once (again when ``fresh``: the running step's, as it starts)."""
+        if fresh or step.name not in self._work:
+            self._work[step.name] = step.work(self)
+        return self._work[step.name]
+
+    def ready_in_s(self) -> dict[str, int | None]:
+        """Each model not on the site yet: the seconds until its explain step is done, the running step's at
+        its rate so far (or its work's estimate) and the steps' after it up to that one from their work; None
+        where a step's cannot be estimated (``app.offline.estimates``)."""
+        names = [step.name for step in self.steps]
+        running = names.index(self._running.name) if self._running is not None else 0
+        ready = models_ready(self._recorded)
+        left = {}
+        for model in MODELS:
+            target = names.index(explain_step(model)) if explain_step(model) in names else -1
+            if model in ready or target < running:
+                continue
+            seconds = self._running_left()
+            for step in self.steps[running + 1 : target + 1]:
+                if seconds is None:
+                    break
+                if not step.recorded_in(self._recorded):
+                    estimate = self.costs.seconds(self.work(step))
+                    seconds = None if estimate is None else seconds + estimate
+            left[model] = rounded(seconds)
+        return left
 
     def _set_progress(self, progress: dict | None) -> None:
         """What the run record says the build is doing now (None: nothing), and which process is doing
         it: a build killed mid-step cannot clear it, so /about checks that process (``process_gone``)."""
+        self._progress = progress
         with session_scope(self.engine) as session:
             session.get(Run, self.run_id).progress = {**progress, "builder": this_process()} if progress else None
 
@@ -294,6 +407,19 @@ class Pipeline:
             except ModelUnavailable as error:
                 raise BuildError(str(error)) from error
         return self._models[name]
+
+
+def rounded(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds)
+
+
+def minutes(seconds: float) -> str:
+    """``seconds`` in words: "40 s", "12 minutes", "1 h 35 min"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds // 3600:.0f} h {seconds % 3600 / 60:.0f} min"
 
 
 def concrete_recipe(settings: Settings, stored: dict | None, device: torch.device) -> Settings:

@@ -58,12 +58,14 @@ class Task:
         return session.scalar(select(func.count(Review.id)).where(Review.split == self.split))
 
 
-def predict_tasks(split: str) -> list[Task]:
-    """Each model's predictions for the reviews of ``split``."""
-    return [Task(model, split=split) for model in MODELS]
+def predict_tasks(split: str, models: Sequence[str] = MODELS) -> list[Task]:
+    """Each of ``models``' predictions for the reviews of ``split``."""
+    return [Task(model, split=split) for model in models]
 
 
-EXPLAIN_TASKS = [*(Task(model, SENTENCE) for model in MODELS), Task(WORD_LEVEL_MODEL, WORD)]
+def explain_tasks(model: str) -> list[Task]:
+    """``model``'s explanations of the catalogue: by sentence, and by word too for WORD_LEVEL_MODEL."""
+    return [Task(model, SENTENCE), *([Task(model, WORD)] if model == WORD_LEVEL_MODEL else [])]
 
 
 def reviews_in(record: dict) -> int:

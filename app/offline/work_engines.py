@@ -53,14 +53,18 @@ def run_tasks(build: Pipeline, plan: Sequence[tuple[Task, list[int]]], per_block
 
 class Bars:
     """The driver's progress bars, one per task in plan order: each opens when the previous
-    one is full (results come in the order of the units)."""
+    one is full (results come in the order of the units). The reviews of every task are counted
+    to the build's progress too (``Pipeline.step_progress``)."""
 
-    def __init__(self, plan: Sequence[tuple[Task, list[int]]], enabled: bool):
+    def __init__(self, plan: Sequence[tuple[Task, list[int]]], build: Pipeline):
         self.plan = [(task, len(ids)) for task, ids in plan]
-        self.enabled = enabled
+        self.build = build
+        self.enabled = build.progress
         self.bar: tqdm | None = None
         self.next = 0
         self.left = 0  # reviews of the open bar's task not yet written
+        self.done, self.total = 0, sum(total for _, total in self.plan)
+        build.step_progress(0, self.total, "reviews")
         self.open_next()
 
     def open_next(self) -> None:
@@ -73,6 +77,8 @@ class Bars:
 
     def update(self, reviews: int) -> None:
         self.bar.update(reviews)
+        self.done += reviews
+        self.build.step_progress(self.done, self.total, "reviews")
         self.left -= reviews
         if self.left <= 0:
             self.open_next()
@@ -98,7 +104,7 @@ def settings_worker(build: Pipeline, load) -> Worker:
 
 def run_local(build: Pipeline, plan: Sequence[tuple[Task, list[int]]]) -> dict:
     worker = settings_worker(build, build.model)
-    bars = Bars(plan, build.progress)
+    bars = Bars(plan, build)
     try:
         for task, ids in plan:
             for unit in units(build.engine, task, ids):
@@ -249,7 +255,7 @@ def run_ray(build: Pipeline, plan: Sequence[tuple[Task, list[int]]], per_block: 
                                        cpu_int8=s.cpu_int8, lime=s.group(LimeConfig),
                                        word_lime=s.group(WordLimeConfig)),  # fmt: skip
         )
-        bars = Bars(plan, build.progress)
+        bars = Bars(plan, build)
         try:
             for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
                 store(build, [json.loads(result) for result in batch["result"]], bars)

@@ -111,8 +111,9 @@ class NoModels:
         pass
 
 
-def load_analyzer(settings: Settings) -> Analyzer:
-    """The models of ``settings.models_dir`` behind a ``ModelAnalyzer``, or ``NoModels`` saying why not."""
+def load_analyzer(settings: Settings, models: tuple[str, ...] = MODELS) -> Analyzer:
+    """``models`` (all by default) from ``settings.models_dir`` behind a ``ModelAnalyzer``, or ``NoModels``
+    saying why not."""
     from model.devices import resolve_device
     from model.trained import ModelUnavailable, load_trained
 
@@ -125,7 +126,7 @@ def load_analyzer(settings: Settings) -> Analyzer:
         device = resolve_device(settings.device)
         loaded = {
             name: load_trained(name, settings.models_dir, device, settings.inference_max_tokens, settings.cpu_int8)
-            for name in MODELS
+            for name in models
         }
     except ModelUnavailable as error:
         log.error("The API cannot analyse reviews: %s The pages still serve the database.", error)
@@ -139,8 +140,9 @@ def load_analyzer(settings: Settings) -> Analyzer:
 
         name = f"{device} ({torch.cuda.get_device_name(device)})"
     log.info(
-        "Models loaded from %s on %s in %.1f s; this server process (pid %d) holds %s MB of memory at its peak.",
-        settings.models_dir, name, time.perf_counter() - started, os.getpid(), f"{peak_memory_mb():,.0f}",
+        "%s loaded from %s on %s in %.1f s; this server process (pid %d) holds %s MB of memory at its peak.",
+        " and ".join(map(DISPLAY_NAMES.get, models)), settings.models_dir, name, time.perf_counter() - started,
+        os.getpid(), f"{peak_memory_mb():,.0f}",
     )  # fmt: skip
     return analyzer_of(loaded, settings, name, settings.batch_max_weight or CALL_WEIGHT[device.type])
 
@@ -232,7 +234,9 @@ class ModelAnalyzer:
         self.device = device
         window = settings.batch_window_ms / 1000.0
         self.batchers = {
-            name: MicroBatcher(name, models[name], window, settings.batch_max_texts, call_weight) for name in MODELS
+            name: MicroBatcher(name, models[name], window, settings.batch_max_texts, call_weight)
+            for name in MODELS
+            if name in models  # a model not ready yet has none (``app.web.ready_analyzer``)
         }
         self.work = WorkLimiter(settings.max_work_in_flight)
         self._lime: ThreadPoolExecutor | None = None

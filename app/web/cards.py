@@ -15,7 +15,7 @@ from markupsafe import Markup, escape
 
 from app.web.render import Pieces, cut, highlight, model_bars, number, percent
 from app.web.view import View
-from model.names import DISPLAY_NAMES, MAIN_MODEL, TEACHER, short_label
+from model.names import DISPLAY_NAMES, TEACHER, short_label
 
 
 def meta_line(movie: dict) -> Markup:
@@ -81,9 +81,19 @@ def highlighted_text(item: dict, model: str, pieces: Pieces) -> Markup:
     return Markup(f'<div class="text{weak}">{highlight(pieces, model, trust.get("target"))}</div>')
 
 
-def model_column(model: str, item: dict, pieces: Pieces, heading: str = "h4", extra: str = "") -> Markup:
-    """One model's prediction and sentence highlights of ``item`` (its text ``cut``), then ``extra`` (HTML)."""
+def model_column(
+    model: str, item: dict, pieces: Pieces, heading: str = "h4", extra: str = "", pending: bool = False
+) -> Markup:
+    """One model's prediction and sentence highlights of ``item`` (its text ``cut``), then ``extra`` (HTML);
+    for a model still ``pending`` (the build has not made it ready), the plain text and a line saying so."""
     name = DISPLAY_NAMES[model]
+    if pending:
+        return Markup(
+            f'\n<section class="model-col is-pending" data-model="{model}" aria-label="{name}">\n'
+            f'  <{heading} class="model-name">{name}</{heading}>\n'
+            f'  <p class="prediction pending">Pending: the build has not finished {name} yet</p>'
+            f'\n  <div class="text">{highlight(pieces, None)}</div>\n</section>'
+        )
     predicted = item["predictions"].get(model)
     said = prediction(predicted) if predicted else '<p class="prediction">No prediction</p>'
     return Markup(
@@ -120,11 +130,12 @@ def review_card(r: dict, view: View) -> Markup:
         head += ' <strong class="disagree-mark">⇄ models disagree</strong>'
     if view.show_compare:
         pieces = cut(r["text"], r["sentences"])  # once for both columns
-        body = '<div class="compare">' + "".join(model_column(model, r, pieces) for model in view.models) + "\n  </div>"
+        columns = (model_column(model, r, pieces, pending=model in view.pending) for model in view.models)
+        body = '<div class="compare">' + "".join(columns) + "\n  </div>"
     elif view.analyze:
-        predicted = r["predictions"].get(MAIN_MODEL)
+        predicted = r["predictions"].get(view.main)
         said = prediction(predicted) if predicted else '<p class="prediction">No prediction yet</p>'
-        body = f"{said}{weak_note(r['trust'].get(MAIN_MODEL, {}))}\n  {highlighted_text(r, MAIN_MODEL, cut(r['text'], r['sentences']))}"
+        body = f"{said}{weak_note(r['trust'].get(view.main, {}))}\n  {highlighted_text(r, view.main, cut(r['text'], r['sentences']))}"
     else:
         body = f'<div class="text">{escape(r["text"])}</div>'
     return Markup(

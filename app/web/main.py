@@ -6,29 +6,39 @@ import threading
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from starlette.concurrency import run_in_threadpool
 
 from app.db import database_problem, make_engine
 from app.settings import Settings
 from app.web import api, errors, pages
 from app.web.analysis import load_analyzer
+from app.web.build_state import BuildWatch
+from app.web.deps import database_engine
 from app.web.guard import ApiGuard
 from app.web.headers import SecurityHeaders
+from app.web.ready_analyzer import ReadyAnalyzer
 from app.web.timing import ServerTiming
 
 log = logging.getLogger("textflix")
 
 
+def load_models(settings: Settings, models: tuple[str, ...]):
+    """The analyzer of ``models`` (looked up when called: the shutdown tests put stand-in models here)."""
+    return load_analyzer(settings, models)
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI):
-    """Load the models once (they stay on the app when the lifespan restarts); start and stop the analyzer."""
+    """Start the analyzer of the models that are ready (it stays on the app when the lifespan restarts, and
+    loads each other model once the build has made it ready); stop it."""
     state = app.state
     if state.analyzer is None:
-        state.analyzer = await run_in_threadpool(load_analyzer, state.settings)
-        # What start-up made (modules, models: hundreds of thousands of objects) stays for good: kept out of
-        # the collector's full passes, which hold every request while they run (half a second on 2 busy cores).
-        gc.freeze()
+        state.analyzer = ReadyAnalyzer(
+            state.settings, state.build, lambda: database_engine(app), state.write_lock, load_models
+        )
     await state.analyzer.start()
+    # What start-up made (modules, models: hundreds of thousands of objects) stays for good: kept out of
+    # the collector's full passes, which hold every request while they run (half a second on 2 busy cores).
+    gc.freeze()
     try:
         yield
     finally:
@@ -56,7 +66,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = None if problem else make_engine(settings.database)
     app.state.write_lock = threading.Lock()  # one writer at a time (SQLite)
     app.state.export_lock = threading.Lock()  # one export at a time: each reads the whole database
-    app.state.analyzer = None  # loaded at start-up, see lifespan
+    app.state.build = BuildWatch()  # what the build has made ready, as the analyzer last read it
+    app.state.analyzer = None  # started at start-up, see lifespan
 
     pages.install(app)
     api.install(app)

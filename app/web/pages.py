@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from app.settings import Settings
 from app.web import whatif
 from app.web.analysis import Analyzer
+from app.web.build_state import analysed, pending_entry, pending_line
 from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
 from app.web.errors import AppError, route_path, wants_json
 from app.web.limits import MAX_ID, check_explanation_size, off_the_loop, plausible_identifier, raw_length_problems, text_problems
@@ -37,13 +38,34 @@ def _json_safe(value):
     return value
 
 
+# Pages that show the pending line whatever the view: they analyse, or list what both models read.
+ANALYSING_PATHS = ("/analyze", "/disagreements")
+
+
+def build_said(request: Request, path: str, view: View) -> dict | None:
+    """While a model is pending (``app.web.build_state``) on a page that would show it: the models ready,
+    each pending one as the API marks it, and the line the page shows near its top; None otherwise."""
+    build = getattr(request.app.state, "build", None)
+    if build is None or not build.state.pending or not (view.analyze or path in ANALYSING_PATHS):
+        return None
+    state = build.state
+    return {
+        "ready": list(state.ready),
+        "pending": {model: pending_entry(state, model) for model in state.pending},
+        "line": pending_line(state),
+    }
+
+
 def respond(request: Request, template: str, data: dict, view: View, error: AppError | None = None) -> Response:
     """The page as HTML, or its data (and the view) as JSON when the client asks for JSON;
-    with ``error``, the page (a form, say) says what was wrong, with the error's status."""
+    with ``error``, the page (a form, say) says what was wrong, with the error's status. While the
+    build has not made every model ready, ``build`` says so (``build_said``)."""
     status, headers = (error.status, error.headers) if error else (200, None)
+    path = route_path(request.scope)
+    if build := build_said(request, path, view):
+        data = {**data, "build": build}
     if wants_json(request):
         return JSONResponse(_json_safe({"view": view.as_dict(), **data}), status, headers)
-    path = route_path(request.scope)
     query = request.url.query
     json_url = ("/index.json" if path == "/" else path + ".json") + (f"?{query}" if query else "")
     context = {"view": view, "path": path, "json_url": json_url, **data}
@@ -148,24 +170,27 @@ async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
     [result] = await analyze_while_connected(request, analyzer, "text", [text], True)
     predictions = {
         model: {**prediction, "confidence": summaries.confidence_of(prediction)}
-        for model, prediction in result["predictions"].items()
+        for model, prediction in analysed(result["predictions"]).items()
     }
-    sentences = [{**sentence, "position": index} for index, sentence in enumerate(result["sentences"])]
+    explanations = analysed(result.get("explanations") or {})
+    sentences = [
+        {**sentence, "position": index, "weights": {m: w for m, w in sentence["weights"].items() if w is not None}}
+        for index, sentence in enumerate(result["sentences"])
+    ]
     item = {
         "predictions": {model: predictions[model] for model in MODELS if model in predictions},
+        # the models the build has not made ready yet (``app.web.ready_analyzer``)
+        "pending": [model for model in MODELS if model not in predictions],
         "sentences": sentences,
         "disagree": len({p["label"] for p in predictions.values()}) > 1,
-        "trust": {
-            model: rows.explanation_trust({**e["quality"], "score": e["score"]})
-            for model, e in (result.get("explanations") or {}).items()
-        },
+        "trust": {model: rows.explanation_trust({**e["quality"], "score": e["score"]}) for model, e in explanations.items()},
         # what each model's sentence weights are counted from: the text with every sentence removed
-        "intercepts": {model: e["intercept"] for model, e in (result.get("explanations") or {}).items()},
-        "explanations": result.get("explanations") or {},
+        "intercepts": {model: e["intercept"] for model, e in explanations.items()},
+        "explanations": explanations,
         # the exact models' shares as the bars of a waterfall (whatif.waterfall)
         "waterfalls": {
             model: whatif.waterfall(e["start"], [s["contributions"][model] for s in sentences])
-            for model, e in (result.get("explanations") or {}).items() if e.get("exact")
+            for model, e in explanations.items() if e.get("exact")
         },
     }
     return item

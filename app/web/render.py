@@ -143,7 +143,22 @@ def number(value: int | None | Undefined) -> str:
 def model_bars(summary: dict, view: View, noun: str = "reviews") -> Markup:
     """The bar of each model the view shows (``summary["models"]``, as ``queries.summaries.in_view`` makes
     them), named when it shows both."""
-    return Markup("".join(model_bar(summary["models"][model], view, noun, view.show_compare) for model in view.models))
+    named = view.show_compare or bool(view.pending)  # while one is pending, the bar says whose it is
+    return Markup(
+        "".join(
+            pending_bar(model) if model in view.pending else model_bar(summary["models"][model], view, noun, named)
+            for model in view.models
+        )
+    )
+
+
+def pending_bar(model: str) -> str:
+    """The place of the bar of a model the build has not made ready yet (``app.web.build_state``)."""
+    name = escape(DISPLAY_NAMES[model])
+    return (
+        f'<div class="model-bar is-pending" data-model="{escape(model)}"><p class="model-name">{name}</p>\n'
+        f'  <p class="pending">Pending: not ready yet</p>\n</div>'
+    )
 
 
 def model_bar(s: dict, view: View, noun: str = "reviews", named: bool = False) -> str:

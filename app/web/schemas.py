@@ -9,7 +9,17 @@ routes and written into the OpenAPI schema at start-up (``app.web.api.document_l
 from itertools import islice
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    create_model,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from model.names import MODELS, NEGATIVE, POSITIVE
@@ -104,15 +114,32 @@ def per_model(name: str, value: type) -> type[BaseModel]:
     return create_model(name, **{model: (value, ...) for model in MODELS})
 
 
-Predictions = per_model("Predictions", ModelPrediction)
-ModelWeights = per_model("ModelWeights", float)
+class PendingModel(BaseModel):
+    """A model the build has not made ready yet (``textflix up`` serves the site while it builds): it answers
+    once the build has trained it and read the catalogue with it, without a restart."""
+
+    pending: Literal[True] = True
+    step: str | None = Field(
+        description="The build step running now (`pseudo_label`, `bert`, `explain_bert`, …); null when the build "
+        "is not running (it stopped or failed: `textflix up` resumes it)."
+    )
+    eta_s: float | None = Field(description="The build's estimate of the seconds until the model is ready; null when it has none.")
+
+    @model_serializer
+    def _always_whole(self):  # no return type: the schema stays that of the fields
+        """All three fields, null ones too: ``POST /api/predict`` leaves the other null fields out."""
+        return {"pending": self.pending, "step": self.step, "eta_s": self.eta_s}
+
+
+Predictions = per_model("Predictions", ModelPrediction | PendingModel)
+ModelWeights = per_model("ModelWeights", float | None)
 
 
 class AnalyzedSentence(BaseModel):
     text: str
     start: int = Field(description="Character offset of the sentence in the text.")
     end: int
-    weights: ModelWeights = Field(description="LIME weight per model, signed toward positive.")
+    weights: ModelWeights = Field(description="LIME weight per model, signed toward positive; null for a pending model.")
     contributions: dict[str, float] | None = Field(
         None, description="Per model whose explanation is `exact`: the sentence's share of its log-odds of positive; "
         "the model's `start` and these add up to log(p / (1 − p)).",
@@ -186,7 +213,7 @@ class AnalysisExplanation(ExplanationInfo):
     )
 
 
-ModelExplanations = per_model("ModelExplanations", AnalysisExplanation)
+ModelExplanations = per_model("ModelExplanations", AnalysisExplanation | PendingModel)
 
 
 class AnalysisResult(BaseModel):

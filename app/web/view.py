@@ -26,6 +26,12 @@ SORTS = _PLAIN_SORTS + _ANALYZE_SORTS + _ACCURACY_SORTS
 _NOT_LINKED = {"wrong": False, "weak": False, "q": "", "page": 1}
 
 
+def pending_models(request: Request) -> tuple[str, ...]:
+    """The models that the app's ``BuildWatch`` (``app.web.build_state``) last found not ready."""
+    build = getattr(request.app.state, "build", None)
+    return build.state.pending if build is not None else ()
+
+
 def _flag(value: str | None) -> bool:
     return value is not None and value.strip().lower() in ("1", "true", "on", "yes")
 
@@ -40,6 +46,7 @@ class View:
     weak: bool = False
     q: str = ""  # dashboard: title search
     page: int = 1  # dashboard: page of titles
+    pending: tuple[str, ...] = ()  # the models the build has not made ready yet (not in the query string)
 
     @classmethod
     def from_request(cls, request: Request) -> "View":
@@ -52,6 +59,7 @@ class View:
             sort=sort if sort in SORTS else DEFAULT_SORT,
             wrong=_flag(query.get("wrong")),
             weak=_flag(query.get("weak")),
+            pending=pending_models(request),
         )
 
     @property
@@ -71,11 +79,18 @@ class View:
         return self.analyze and self.weak
 
     @property
+    def main(self) -> str:
+        """The model the page shows when it shows one: the served BERT, or while it is pending, one that is ready."""
+        if MAIN_MODEL not in self.pending:
+            return MAIN_MODEL
+        return next((model for model in MODELS if model not in self.pending), MAIN_MODEL)
+
+    @property
     def models(self) -> tuple[str, ...]:
         """The models whose predictions the page shows, left to right."""
         if not self.analyze:
             return ()
-        return MODELS if self.compare else (MAIN_MODEL,)
+        return MODELS if self.compare else (self.main,)
 
     @property
     def sorts(self) -> list[str]:
@@ -131,6 +146,7 @@ class View:
             "wrong_only": self.only_wrong,
             "weak_only": self.only_weak,
             "models": list(self.models),
+            "pending": list(self.pending),
             "q": self.q,
             "page": self.page,
         }

@@ -1,7 +1,9 @@
-"""The steps of ``textflix build``, in order: data, one training step per model, calibrate, predict
-(the catalogue), explain, predict (the evaluation reviews), evaluate, learning curve (``build_steps``);
-the distill recipe trains a teacher and pseudo-labels unlabeled reviews before it trains the served
-BERT model. ``app.offline.pipeline`` runs them.
+"""The steps of ``textflix build``, in order: data, then for each model, the cheap one first, its
+training, its predictions of the catalogue and its explanations (``predict_MODEL``, ``explain_MODEL``:
+the site shows a model once they are done), the served BERT model calibrated before it predicts; then
+the evaluation reviews' predictions, evaluate and the learning curve (``build_steps``). The distill
+recipe trains a teacher and pseudo-labels unlabeled reviews before it trains the served BERT model.
+``app.offline.pipeline`` runs them.
 
 A module per part of the build, in the order they run: ``data`` (the archive read), ``training``
 (the models, and the distill recipe's teacher and pseudo-labels), ``calibration`` (the served BERT
@@ -18,18 +20,21 @@ from app.offline.steps.training import PseudoLabelling, Train, TrainStudent, Tra
 from model.config import DISTILL
 from model.names import EVAL, MAIN_MODEL, MODELS, STUDENT
 
-# `textflix up` serves the site once this step is done: the steps after it feed /about only, and a
-# background build does them while the site is up.
-LAST_STEP_OF_THE_SITE = Explain.name
+# `textflix up` serves the site once this step is done: the catalogue, every page with Analyze off. A
+# background build does every step after it while the site is up, which shows each model once its explain
+# step is recorded (``app.db.models_ready``): NB-SVM within minutes, BERT once trained, /about's figures last.
+LAST_STEP_OF_THE_SITE = ReadData.name
 
 
 def build_steps(recipe: str) -> list[Step]:
     """The steps of a build with ``recipe`` (model.config.RecipeConfig), in order."""
-    if recipe == DISTILL:
-        others = [Train(model) for model in MODELS if model != STUDENT]
-        served = TrainStudent(STUDENT)
-        training = [*others, TrainTeacher(), PseudoLabelling(), served]
-    else:
-        training = [Train(model) for model in MODELS]
-        served = training[MODELS.index(MAIN_MODEL)]
-    return [ReadData(), *training, Calibrate(served), Predict(), Explain(), Predict(EVAL), Evaluate(), LearningCurve()]
+    steps: list[Step] = [ReadData()]
+    for model in MODELS:  # NB-SVM first: it is ready in a minute or two, BERT in many
+        if recipe == DISTILL and model == STUDENT:
+            steps += [TrainTeacher(), PseudoLabelling(), TrainStudent(model)]
+        else:
+            steps.append(Train(model))
+        if model == MAIN_MODEL:
+            steps.append(Calibrate(steps[-1]))
+        steps += [Predict(model), Explain(model)]
+    return [*steps, Predict(split=EVAL), Evaluate(), LearningCurve()]

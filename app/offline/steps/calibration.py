@@ -9,8 +9,9 @@ import numpy as np
 from sklearn.model_selection import StratifiedKFold
 from tqdm import tqdm
 
+from app.offline.estimates import Work
 from app.offline.pipeline import Pipeline, Step
-from app.offline.steps.training import Train, load_trained_bert, pretrained
+from app.offline.steps.training import Train, load_trained_bert, pretrained, reading_work
 from model.artifacts import read_meta, update_meta
 from model.bert import OFFSET, OFFSET_PER, ONE_SENTENCE_READER, TEMPERATURE, BertClassifier
 from model.config import DISTILL, CalibrationConfig
@@ -57,6 +58,12 @@ class Calibrate(Step):
     def prepare(self, build: Pipeline) -> None:
         if build.settings.prior_reviews:
             build.splits()
+
+    def work(self, build: Pipeline) -> Work | None:
+        """The offset's scoring of the unlabeled reviews; None with folds, whose trainings are not estimated."""
+        if build.settings.calibration_folds >= 2:
+            return None
+        return reading_work(build, self.trainer.name, prior_texts(build))
 
     def run(self, build: Pipeline) -> dict:
         s = build.settings

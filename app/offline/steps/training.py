@@ -6,18 +6,21 @@ at its pretrained checkpoint (``pretrained``), and a trained BERT loaded (``load
 import logging
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from sqlalchemy import func, select
 from tqdm import tqdm
 
 from app.db import PseudoLabel, session_scope
+from app.offline.estimates import CHARS_PER_TOKEN, TRAINING_PASSES, Work, capped_chars, network_shape
 from app.offline.pipeline import BuildError, Pipeline, Step
 from model.artifacts import read_meta, saved_fingerprint
 from model.bert import BertClassifier, TooManyFrozenLayers
+from model.checkpoints import CheckpointError
 from model.config import (
     CLS,
     DISTILL,
+    SENTENCE_WINDOWS,
     SENTENCES,
     TOGETHER,
     BertConfig,
@@ -34,6 +37,7 @@ from model.sentences import sentence_runs, split_sentences
 from model.trained import CLASSIFIERS, Classifier, model_dir
 
 log = logging.getLogger("textflix")
+Report = Callable[[int, int], None] | None  # hears a training's progress: done, total
 TRAINING_FACTS = "training"  # the key of a trained model's step facts in its facts file
 PSEUDO_LABEL_CHUNK = 16  # unlabeled reviews per teacher call and commit (MPNet on 2 CPU cores: ~2 s)
 
@@ -69,7 +73,7 @@ class Train(Step):
         config, facts = pretrained(build, self.config(build))
         _, texts, labels = build.training_set
         try:
-            model = self.fit(build, config, texts, labels, build.progress)
+            model = self.fit(build, config, texts, labels, build.progress, reporter(build, self.kind.training_unit))
         except TooManyFrozenLayers as error:
             raise BuildError(f"{self.frozen_flag} {config.frozen_layers} leaves nothing of {facts['base_model']} "
                              f"to train: {error}. Give a smaller {self.frozen_flag} (0: all trained).") from None  # fmt: skip
@@ -84,9 +88,26 @@ class Train(Step):
     def config(self, build: Pipeline) -> Seeded:
         return build.settings.group(self.kind.config_type)
 
-    def fit(self, build: Pipeline, config: Seeded, texts: list[str], labels: list[str], progress: bool) -> Classifier:
-        """The model trained on these labelled ``texts`` (all the training reviews, or a fold of them)."""
-        return self.kind.train(texts, labels, config, build.device, progress)
+    def fit(
+        self, build: Pipeline, config: Seeded, texts: list[str], labels: list[str], progress: bool,
+        report: Report = None,
+    ) -> Classifier:
+        """The model trained on these labelled ``texts`` (all the training reviews, or a fold of them);
+        ``report``: what hears its progress (``reporter``: the build's own model; None: a calibration fold)."""
+        return self.kind.train(texts, labels, config, build.device, progress, report=report)
+
+    def work(self, build: Pipeline) -> Work | None:
+        if self.up_to_date(build):
+            return Work(self.name, 0.0)
+        config = self.config(build)
+        texts = self.texts(build)
+        if isinstance(config, BertConfig):
+            return bert_training(build, self.name, config, texts)
+        return Work(self.name, capped_chars(texts, None))
+
+    def texts(self, build: Pipeline) -> list[str]:
+        """The texts the model trains on."""
+        return build.training_set[1]
 
     def facts(self, build: Pipeline, config: Seeded) -> dict:
         """What the run record and the model's folder say about this training, besides its checkpoint."""
@@ -118,8 +139,13 @@ class TrainTeacher(Train):
                     "pooling": pooling, "frozen_layers": s.teacher_frozen_layers, "length_exponent": 0.0}
         )  # fmt: skip
 
-    def fit(self, build: Pipeline, config: BertConfig, texts: list[str], labels: list[str], progress: bool) -> Classifier:
-        return BertClassifier.train(texts, labels, config, build.device, progress, desc="Fine-tune teacher")
+    def fit(
+        self, build: Pipeline, config: BertConfig, texts: list[str], labels: list[str], progress: bool,
+        report: Report = None,
+    ) -> Classifier:
+        return BertClassifier.train(
+            texts, labels, config, build.device, progress, desc="Fine-tune teacher", report=report
+        )
 
 
 class PseudoLabelling(Step):
@@ -139,18 +165,14 @@ class PseudoLabelling(Step):
     def run(self, build: Pipeline) -> dict:
         s = build.settings
         pool = build.splits().unlabeled
-        reviews = sample_unlabeled(pool, s.unlabeled, s.seed)
-        cuts = sentence_cuts(reviews, s.teacher_cuts, s.seed)
-        whole = reviews if s.label_reviews else []
-        wanted = whole + cuts
-        with session_scope(build.engine) as session:
-            done = set(session.scalars(select(PseudoLabel.source_key)))
-        todo = [r for r in wanted if r.key not in done]
+        reviews, whole, cuts = self.wanted(build)
+        todo = self.todo(build)
         log.info("Pseudo-labels: %d texts to label (%d unlabeled reviews and %d runs of their sentences), %d already done.",
-                 len(todo), len(whole), len(cuts), len(wanted) - len(todo))  # fmt: skip
+                 len(todo), len(whole), len(cuts), len(whole) + len(cuts) - len(todo))  # fmt: skip
         if todo:
             teacher = load_trained_bert(build, TEACHER)
             bar = tqdm(total=len(todo), desc="Teacher labels", unit="review", disable=not build.progress)
+            build.step_progress(0, len(todo), "labels")
             for chunk in label_chunks(todo):
                 p_positive = teacher.predict_proba([r.text for r in chunk])[:, 1]
                 with session_scope(build.engine) as session:
@@ -158,9 +180,29 @@ class PseudoLabelling(Step):
                         PseudoLabel(source_key=r.key, text=r.text, p_positive=float(p)) for r, p in zip(chunk, p_positive)
                     )
                 bar.update(len(chunk))
+                build.step_progress(bar.n, len(todo), "labels")
             bar.close()
         return {"unlabeled_pool": len(pool), "unlabeled": len(reviews), "reviews_labelled": len(whole),
                 "teacher_cuts": len(cuts), "seed": s.seed, "labelled_by": TEACHER}  # fmt: skip
+
+    @staticmethod
+    def wanted(build: Pipeline) -> tuple[list[UnlabeledReview], list[UnlabeledReview], list[UnlabeledReview]]:
+        """The seeded sample of unlabeled reviews, those of them the teacher labels whole, and the runs of
+        their sentences it labels."""
+        s = build.settings
+        reviews = sample_unlabeled(build.splits().unlabeled, s.unlabeled, s.seed)
+        return reviews, reviews if s.label_reviews else [], sentence_cuts(reviews, s.teacher_cuts, s.seed)
+
+    def todo(self, build: Pipeline) -> list[UnlabeledReview]:
+        """The texts to label that have no label in the database yet."""
+        _, whole, cuts = self.wanted(build)
+        with session_scope(build.engine) as session:
+            done = set(session.scalars(select(PseudoLabel.source_key)))
+        return [r for r in whole + cuts if r.key not in done]
+
+    def work(self, build: Pipeline) -> Work | None:
+        config = TrainTeacher().config(build)
+        return bert_reading(build, TEACHER, config, [r.text for r in self.todo(build)])
 
 
 def label_chunks(todo: list[UnlabeledReview]) -> Iterator[list[UnlabeledReview]]:
@@ -197,15 +239,24 @@ class TrainStudent(Train):
     def config(self, build: Pipeline) -> BertConfig:
         return build.settings.group(BertConfig).model_copy(update={"epochs": build.settings.student_epochs})
 
-    def fit(self, build: Pipeline, config: BertConfig, texts: list[str], labels: list[str], progress: bool) -> Classifier:
+    def fit(
+        self, build: Pipeline, config: BertConfig, texts: list[str], labels: list[str], progress: bool,
+        report: Report = None,
+    ) -> Classifier:
         soft = self.pseudo_labels(build)
         targets = gold_targets(labels) + [r.p_positive for r in soft]
         together = None
         if build.settings.student_batches == TOGETHER:  # a run's key is its review's and "#start-stop"
             together = [*range(len(texts)), *(r.source_key.split("#")[0] for r in soft)]
         return BertClassifier.fit(
-            texts + [r.text for r in soft], targets, config, build.device, progress, "Distil into BERT", together
+            texts + [r.text for r in soft], targets, config, build.device, progress, "Distil into BERT", together,
+            report,
         )
+
+    def texts(self, build: Pipeline) -> list[str]:
+        """The training reviews and what the teacher labels (or will have labelled) for the student."""
+        _, whole, cuts = PseudoLabelling.wanted(build)
+        return build.training_set[1] + [r.text for r in whole + cuts]
 
     def facts(self, build: Pipeline, config: BertConfig) -> dict:
         with session_scope(build.engine) as session:
@@ -217,6 +268,52 @@ class TrainStudent(Train):
         with session_scope(build.engine) as session:
             rows = select(PseudoLabel.source_key, PseudoLabel.text, PseudoLabel.p_positive).order_by(PseudoLabel.source_key)
             return session.execute(rows).all()
+
+
+def reporter(build: Pipeline, unit: str) -> Callable[[int, int], None]:
+    """What the training of a step's model reports its progress to, in ``unit``: the run record's progress."""
+    return lambda done, total: build.step_progress(done, total, unit)
+
+
+def reading_cap(config: BertConfig) -> int:
+    """About the most characters of a text that a BERT of ``config`` reads (its windows' worth)."""
+    return config.max_length * CHARS_PER_TOKEN * (SENTENCE_WINDOWS if config.pooling == SENTENCES else 1)
+
+
+def bert_shape(build: Pipeline, checkpoint: str) -> tuple[float, int] | None:
+    """``network_shape`` of the pretrained checkpoint named ``checkpoint``; None when it is not at hand."""
+    try:
+        return network_shape(build.checkpoint(checkpoint).location)
+    except CheckpointError:
+        return None
+
+
+def bert_reading(build: Pipeline, network: str, config: BertConfig, texts: list[str]) -> Work:
+    """The work of a BERT of ``config`` reading ``texts`` once."""
+    shape = bert_shape(build, config.base_model)
+    return Work(network, capped_chars(texts, reading_cap(config)), size=shape[0] if shape else None)
+
+
+def reading_work(build: Pipeline, model: str, texts: list[str], chars: float | None = None) -> Work:
+    """The work of ``model`` reading ``texts`` (or ``chars`` characters) once."""
+    config = build.settings.group(CLASSIFIERS[model].config_type)
+    if not isinstance(config, BertConfig):
+        return Work(model, capped_chars(texts, None) if chars is None else chars)
+    work = bert_reading(build, model, config, texts)
+    return work if chars is None else Work(model, chars, size=work.size)
+
+
+def bert_training(build: Pipeline, network: str, config: BertConfig, texts: list[str]) -> Work | None:
+    """The work of training a BERT of ``config`` on ``texts``: its frozen layers read them once, its trained
+    ones ``TRAINING_PASSES`` times an epoch (what its progress counts). None when its layers are not known."""
+    shape = bert_shape(build, config.base_model)
+    if shape is None and config.frozen_layers:
+        return None
+    size, layers = shape if shape else (None, 1)
+    chars = capped_chars(texts, reading_cap(config))
+    trained = (layers - config.frozen_layers) / layers
+    counted = config.epochs * chars * TRAINING_PASSES * trained
+    return Work(network, counted + chars * (1 - trained), counted=counted, size=size)
 
 
 def pretrained(build: Pipeline, config: Seeded) -> tuple[Seeded, dict]:

@@ -11,6 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.db import display_url
 from app.settings import Settings
 from app.web.analysis import Analyzer
+from app.web.build_state import pending_line
 from app.web.deps import database_engine, get_analyzer, get_settings
 from app.web.schemas import Health
 from model.names import MODELS
@@ -40,11 +41,13 @@ def health(
     reachable = database_reachable(request, settings)
     loaded = analyzer.problem is None
     info = analyzer.info()
+    # a model the build has not made ready yet is not loaded (``app.web.ready_analyzer``)
+    models = {name: loaded and name in info.get("models_loaded", MODELS) for name in MODELS}
     return {
-        "status": "ok" if reachable and loaded else "degraded",
+        "status": "ok" if reachable and all(models.values()) else "degraded",
         "database": "ok" if reachable else "unavailable",
-        "models": {name: loaded for name in MODELS},
-        "models_problem": analyzer.problem,
+        "models": models,
+        "models_problem": analyzer.problem or (None if all(models.values()) else pending_line(request.app.state.build.state)),
         "device": info.get("device"),
         "work_in_flight": info.get("work_in_flight"),
         "batch_window_ms": settings.batch_window_ms,

@@ -23,6 +23,7 @@ from app.web.guard import bearer
 from app.web.limits import MAX_ID, check_explanation_size, check_identifier, check_write_allowed, off_the_loop, posted_text
 from app.web.queries.reviews import review_page
 from app.web.schemas import ReviewDetail, ReviewRequest, ReviewResult
+from app.web.build_state import analysed
 from app.web.store import catalogue_title_exists, store_user_review
 from app.web.view import View
 
@@ -67,7 +68,7 @@ async def post_review(
     [result] = await analyze_while_connected(request, analyzer, "text", [text], True)
     answer = {**result, "stored": False, "title_id": body.title_id, "label": body.label}
     if body.label is not None:
-        for prediction in answer["predictions"].values():
+        for prediction in analysed(answer["predictions"]).values():
             prediction["correct"] = prediction["label"] == body.label
     if body.title_id is None:
         response.status_code = 200

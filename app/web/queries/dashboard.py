@@ -11,7 +11,7 @@ from app.web.catalogue_cache import kept
 from app.web.queries.rows import MOVIE_COLUMNS, movie_dict
 from app.web.queries.summaries import in_view, model_summaries
 from app.web.view import View
-from model.names import CATALOGUE, MAIN_MODEL
+from model.names import CATALOGUE
 
 
 def _missing_last(value: float | None, descending: bool) -> tuple:
@@ -20,18 +20,17 @@ def _missing_last(value: float | None, descending: bool) -> tuple:
     return (0, -value if descending else value)
 
 
-def _main(card: dict, name: str):
-    return card["models"][MAIN_MODEL][name]
-
-
-# The dashboard's sort orders of the cards (``all_cards``); ties keep the order of the first reviews.
+# The dashboard's sort orders of the cards (``all_cards``) by the figures of the model ``main`` (``View.main``);
+# ties keep the order of the first reviews.
 TITLE_SORTS = {
-    "reviews": lambda card: (-card["reviews"], card["title"].casefold()),
-    "title": lambda card: (card["title"].casefold(), card["title_id"]),
-    "positive": lambda card: (_missing_last(_main(card, "positive_share"), True), -card["reviews"]),
-    "negative": lambda card: (_missing_last(_main(card, "positive_share"), False), -card["reviews"]),
-    "accurate": lambda card: (_missing_last(_main(card, "accuracy"), True), -card["reviews"]),
-    "inaccurate": lambda card: (_missing_last(_main(card, "accuracy"), False), -_main(card, "wrong"), -card["reviews"]),
+    "reviews": lambda card, main: (-card["reviews"], card["title"].casefold()),
+    "title": lambda card, main: (card["title"].casefold(), card["title_id"]),
+    "positive": lambda card, m: (_missing_last(card["models"][m]["positive_share"], True), -card["reviews"]),
+    "negative": lambda card, m: (_missing_last(card["models"][m]["positive_share"], False), -card["reviews"]),
+    "accurate": lambda card, m: (_missing_last(card["models"][m]["accuracy"], True), -card["reviews"]),
+    "inaccurate": lambda card, m: (
+        _missing_last(card["models"][m]["accuracy"], False), -card["models"][m]["wrong"], -card["reviews"]
+    ),
 }
 
 
@@ -39,11 +38,14 @@ def title_page(session: Session, view: View, per_page: int) -> tuple[list[dict],
     """The cards (``all_cards``) on page ``view.page`` of the dashboard (the titles whose title
     or id contains ``view.q``, ignoring case, in ``view``'s order) and how many titles match.
     Each order is kept while the catalogue is unchanged (``catalogue_cache``)."""
-    sort = view.effective_sort
+    sort, main = view.effective_sort, view.main
     ordered = kept(
         session,
-        ("title order", sort),
-        lambda: [(f"{c['title']}\n{c['title_id']}".casefold(), c) for c in sorted(all_cards(session).values(), key=TITLE_SORTS[sort])],
+        ("title order", sort, main),
+        lambda: [
+            (f"{c['title']}\n{c['title_id']}".casefold(), c)
+            for c in sorted(all_cards(session).values(), key=lambda card: TITLE_SORTS[sort](card, main))
+        ],
     )
     needle = view.q.casefold()
     matching = [card for searched, card in ordered if needle in searched]

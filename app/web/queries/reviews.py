@@ -19,7 +19,7 @@ from app.web.queries.rows import (
 )
 from app.web.queries.summaries import confidence_of, summaries
 from app.web.view import View
-from model.names import MAIN_MODEL, MODELS, NEGATIVE, POSITIVE
+from model.names import MODELS, NEGATIVE, POSITIVE
 
 
 def key_sentence(sentences: list[dict], model: str, label: str) -> dict | None:
@@ -44,7 +44,7 @@ def review_item(row: dict, sentences: list[dict], view: View, models: Iterable[s
         item["user_label"] = row["user_label"]
     if not view.analyze:
         return item
-    models = [model for model in models if model in row["predictions"]]
+    models = [model for model in models if model in row["predictions"] and model not in view.pending]
     predictions = {}
     for model in models:
         prediction = dict(row["predictions"][model])
@@ -82,12 +82,12 @@ def movie_page(session: Session, title_id: str, view: View) -> dict | None:
     if view.analyze:
         highlights: dict[str, list[dict]] = {POSITIVE: [], NEGATIVE: []}
         for item in items:
-            prediction = item["predictions"].get(MAIN_MODEL)
+            prediction = item["predictions"].get(view.main)
             if prediction is None:
                 continue
-            sentence = key_sentence(item["sentences"], MAIN_MODEL, prediction["label"])
+            sentence = key_sentence(item["sentences"], view.main, prediction["label"])
             if sentence is not None:
-                trust = item["trust"].get(MAIN_MODEL, {})
+                trust = item["trust"].get(view.main, {})
                 sentence.update(review_id=item["id"], target=trust.get("target"), weak=trust.get("weak", False))
                 highlights[prediction["label"]].append(sentence)
         for label, entries in highlights.items():

@@ -1,0 +1,248 @@
+"""The site while the build goes on (``textflix up``): each page, JSON twin and API answer in each state.
+
+The states, each a run record on the fixture database (``tests.web_fixtures``): NB-SVM ready and BERT
+learning (``PENDING_RUN``), nothing ready yet, the build failed, the build's process gone, and BERT
+made ready while the server runs. The analyzer is the server's own (``ReadyAnalyzer``) over stand-in
+models that score cue words; ``test_a_real_build_up_to_nbsvm`` serves a real tiny build instead.
+"""
+
+import sqlite3
+
+import pytest
+from fastapi.testclient import TestClient
+from markupsafe import escape
+
+from app.settings import Settings
+from app.web.deps import database_engine
+from app.web.main import create_app
+from app.web.ready_analyzer import ReadyAnalyzer
+from tests.web_fixtures import PENDING_RUN, RUN, build_web_database, set_run, stand_in_models
+
+LINE = (
+    "BERT is still learning from the 500 reviews — teacher's labels 47 %, about 12 minutes left on this machine; "
+    "the pages show NB-SVM's reading."
+)
+PENDING_BERT = {"pending": True, "step": "pseudo_label", "eta_s": 720.0}
+TEXT = "A great cast. The plot was boring. I loved the ending."
+
+
+def serve(url: str) -> TestClient:
+    """A client of the app over ``url``, its ``ReadyAnalyzer`` loading stand-in models."""
+    values = dict(database_url=url, lime_samples=16, batch_window_ms=2, build_poll_s=3600, allow_anonymous_writes=True)
+    app_settings = Settings(**values)
+    app = create_app(app_settings)
+    app.state.analyzer = ReadyAnalyzer(
+        app_settings, app.state.build, lambda: database_engine(app), app.state.write_lock, stand_in_models
+    )
+    return TestClient(app)
+
+
+def database(tmp_path, run: dict, models=("nbsvm",)) -> str:
+    return build_web_database(tmp_path / "textflix.db", run, models)
+
+
+def rows(url: str, sql: str, *args) -> list:
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        return connection.execute(sql, args).fetchall()
+
+
+@pytest.fixture
+def pending(tmp_path):
+    url = database(tmp_path, PENDING_RUN)
+    with serve(url) as client:
+        yield client, url
+
+
+def test_pages_show_nbsvm_and_say_bert_is_learning(pending):
+    client, _ = pending
+    page = client.get("/?analyze=1")
+    assert page.status_code == 200
+    assert f'<p class="pending-line" id="pending-line" role="status" data-live>{escape(LINE)}</p>' in page.text
+    assert 'data-model="nbsvm"' in page.text and 'data-model="bert"' not in page.text
+    data = client.get("/index.json?analyze=1").json()
+    assert data["view"]["models"] == ["nbsvm"] and data["view"]["pending"] == ["bert"]
+    assert data["build"] == {"ready": ["nbsvm"], "pending": {"bert": PENDING_BERT}, "line": LINE}
+    assert data["summary"]["models"]["nbsvm"]["scored"] == data["summary"]["reviews"] == 13
+    title = client.get("/movies/tt0100001?analyze=1&accuracy=1")
+    assert escape(LINE) in title.text and "Pending" not in title.text and "accuracy" in title.text
+    assert client.get("/movies/tt0100001.json?analyze=1").json()["reviews"][0]["predictions"].keys() == {"nbsvm"}
+
+
+def test_analyze_off_is_the_catalogue_without_the_line(pending):
+    client, _ = pending
+    for path in ("/", "/movies/tt0100001", "/reviews/1", "/?q=rocket"):
+        answer = client.get(path)
+        assert answer.status_code == 200 and "pending-line" not in answer.text, path
+    assert "build" not in client.get("/index.json").json()
+
+
+def test_comparison_shows_bert_pending(pending):
+    client, _ = pending
+    for path in ("/movies/tt0100001?analyze=1&compare=1", "/reviews/1?analyze=1"):
+        page = client.get(path)
+        assert page.status_code == 200
+        assert '<section class="model-col is-pending" data-model="bert"' in page.text, path
+        assert "Pending: the build has not finished BERT yet" in page.text
+    disagreements = client.get("/disagreements")
+    assert disagreements.status_code == 200 and escape(LINE) in disagreements.text
+
+
+def test_about_shows_the_build_step_by_step(pending):
+    client, _ = pending
+    page = client.get("/about")
+    assert page.status_code == 200
+    assert '<span class="step-name">explain_nbsvm</span> <span class="step-said">done in 1 min 4 s</span>' in page.text
+    assert (
+        '<li class="step is-running"><span class="step-name">pseudo_label</span> <span class="step-said">the teacher '
+        "is labelling unlabeled reviews: 47 of 100 texts (47 %), about 5 minutes left</span>"
+    ) in page.text
+    assert '<li class="step is-to-come"><span class="step-name">explain_bert</span>' in page.text
+    steps = client.get("/about.json").json()["build_steps"]
+    assert [s["state"] for s in steps] == ["done"] * 5 + ["running"] + ["to come"] * 7
+
+
+def test_the_api_answers_with_nbsvm_and_marks_bert_pending(pending):
+    client, _ = pending
+    [result] = client.post("/api/predict", json={"texts": [TEXT]}).json()["results"]
+    assert result["predictions"]["bert"] == PENDING_BERT
+    assert result["predictions"]["nbsvm"]["label"] == "positive"
+    [explained] = client.post("/api/predict", json={"texts": [TEXT], "explain": True}).json()["results"]
+    assert explained["explanations"]["bert"] == PENDING_BERT and explained["explanations"]["nbsvm"]["samples"] == 16
+    assert [set(s["weights"]) for s in explained["sentences"]] == [{"nbsvm"}] * 3  # null, left out as all nulls are
+    page = client.post("/analyze", data={"text": TEXT})
+    assert page.status_code == 200 and escape(LINE) in page.text and "Pending: the build has not finished BERT yet" in page.text
+    health = client.get("/api/health").json()
+    assert health["models"] == {"nbsvm": True, "bert": False} and health["models_problem"] == LINE
+
+
+def test_a_review_stored_while_bert_is_pending_gets_bert_once_it_is_ready(pending):
+    client, url = pending
+    answer = client.post("/api/reviews", json={"text": TEXT, "title_id": "tt0100002", "label": "positive"})
+    assert answer.status_code == 201, answer.text
+    stored = answer.json()
+    assert stored["predictions"]["bert"] == PENDING_BERT and stored["predictions"]["nbsvm"]["correct"] is True
+    review = stored["id"]
+    assert rows(url, "SELECT model FROM predictions WHERE review_id = ?", review) == [("nbsvm",)]
+    # the build finishes BERT's steps (which read their list of reviews before this one was stored)
+    set_run(url, steps={**PENDING_RUN["steps"], **{s: {"seconds": 1.0} for s in ("pseudo_label", "bert", "calibrate",
+            "predict_bert", "explain_bert")}}, progress={**PENDING_RUN["progress"], "step": "predict_evaluation"})  # fmt: skip
+    client.portal.call(client.app.state.analyzer.refresh)
+    assert rows(url, "SELECT model FROM predictions WHERE review_id = ? ORDER BY model", review) == [("bert",), ("nbsvm",)]
+    assert rows(url, "SELECT model FROM explanations WHERE review_id = ? ORDER BY model", review) == [("bert",), ("nbsvm",)]
+    weights = rows(
+        url, "SELECT w.model, count(*) FROM sentence_weights w JOIN sentences s ON s.id = w.sentence_id "
+        "WHERE s.review_id = ? GROUP BY w.model ORDER BY w.model", review,
+    )  # fmt: skip
+    assert weights == [("bert", 3), ("nbsvm", 3)]
+    after = client.get(f"/api/reviews/{review}").json()
+    assert after["review"]["predictions"]["bert"]["label"] == "positive"
+    [now] = client.post("/api/predict", json={"texts": [TEXT]}).json()["results"]
+    assert now["predictions"]["bert"]["label"] == "positive"
+    assert "pending-line" not in client.get("/?analyze=1").text
+
+
+def test_with_no_model_ready_pages_serve_and_the_api_marks_both_pending(tmp_path):
+    progress = {"step": "nbsvm", "doing": "NB-SVM is training", "steps": PENDING_RUN["progress"]["steps"]}
+    run = {**PENDING_RUN, "steps": {"data": {"seconds": 12.5}}, "progress": progress}
+    url = database(tmp_path, run, models=())
+    with serve(url) as client:
+        for path in ("/", "/?analyze=1", "/?analyze=1&compare=1&accuracy=1", "/movies/tt0100001?analyze=1",
+                     "/reviews/1?analyze=1", "/about", "/disagreements", "/analyze", "/?q=rocket"):  # fmt: skip
+            assert client.get(path).status_code == 200, path
+        line = client.get("/index.json?analyze=1").json()["build"]["line"]
+        assert line == "NB-SVM is still learning from the 500 reviews — training, no estimate of the time left yet."
+        [result] = client.post("/api/predict", json={"texts": [TEXT], "explain": True}).json()["results"]
+        assert result["predictions"] == {m: {"pending": True, "step": "nbsvm", "eta_s": None} for m in ("nbsvm", "bert")}
+        assert [s["text"] for s in result["sentences"]] == ["A great cast.", "The plot was boring.", "I loved the ending."]
+        stored = client.post("/api/reviews", json={"text": TEXT, "title_id": "tt0100002"})
+        assert stored.status_code == 201
+        review = stored.json()["id"]
+        assert rows(url, "SELECT count(*) FROM sentences WHERE review_id = ?", review) == [(3,)]
+        set_run(url, steps={**run["steps"], "nbsvm": {}, "predict_nbsvm": {}, "explain_nbsvm": {}})
+        client.portal.call(client.app.state.analyzer.refresh)
+        assert rows(url, "SELECT model FROM predictions WHERE review_id = ?", review) == [("nbsvm",)]
+        assert client.get("/index.json?analyze=1").json()["view"]["models"] == ["nbsvm"]
+
+
+@pytest.mark.parametrize(
+    "progress, said",
+    [
+        ({"failed": "out of memory."}, "BERT is not ready: the build's pseudo_label step failed (out of memory); the "
+         "pages show NB-SVM's reading. `textflix up` (or `textflix build`) resumes it where it stopped."),
+        ({"builder": {"host": __import__("socket").gethostname(), "pid": 2**22 + 1, "started": 0.0}},
+         "BERT is not ready: the build stopped before it was ready; the pages show NB-SVM's reading. "
+         "`textflix up` (or `textflix build`) resumes it where it stopped."),
+    ],
+    ids=["failed", "stopped"],
+)  # fmt: skip
+def test_a_build_that_failed_or_stopped_says_how_to_resume(tmp_path, progress, said):
+    url = database(tmp_path, {**PENDING_RUN, "progress": {**PENDING_RUN["progress"], **progress}})
+    with serve(url) as client:
+        assert client.get("/index.json?analyze=1").json()["build"]["line"] == said
+        [result] = client.post("/api/predict", json={"texts": [TEXT]}).json()["results"]
+        assert result["predictions"]["bert"] == {"pending": True, "step": None, "eta_s": None}
+        assert client.get("/about").status_code == 200
+
+
+def test_between_two_steps_the_line_says_a_stopped_build_resumes(tmp_path):
+    url = database(tmp_path, {**PENDING_RUN, "progress": None})
+    with serve(url) as client:
+        assert client.get("/index.json?analyze=1").json()["build"]["line"] == (
+            "BERT is not ready yet: the build is between two steps (`textflix up` resumes one that stopped); "
+            "the pages show NB-SVM's reading."
+        )
+        assert client.get("/about").status_code == 200
+
+
+def test_a_finished_build_shows_no_pending_anywhere(tmp_path):
+    url = database(tmp_path, RUN, models=("bert", "nbsvm"))
+    with serve(url) as client:
+        assert "build" not in client.get("/index.json?analyze=1&compare=1").json()
+        [result] = client.post("/api/predict", json={"texts": [TEXT]}).json()["results"]
+        assert {p.get("pending") for p in result["predictions"].values()} == {None}
+
+
+def test_openapi_documents_the_pending_mark(pending):
+    client, _ = pending
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    assert set(schemas["PendingModel"]["properties"]) == {"pending", "step", "eta_s"}
+    assert {"$ref": "#/components/schemas/PendingModel"} in schemas["Predictions"]["properties"]["bert"]["anyOf"]
+
+
+@pytest.mark.slow
+def test_a_real_build_served_from_nbsvm_on_gets_bert_without_a_restart(tmp_path, real_subset_archive):
+    """A tiny real build up to NB-SVM's explanations, served; a review stored while BERT is pending; the
+    build goes on to BERT's explanations, and the same server answers with BERT, the review read by it."""
+    from app.offline.pipeline import Pipeline
+    from app.offline.steps import build_steps
+
+    settings = Settings(
+        imdb=str(real_subset_archive), data_dir=tmp_path, train_size=24, titles=2, eval_size=30, epochs=1,
+        max_length=96, calibration_folds=2, prior_reviews=40, lime_samples=8, word_lime_samples=20, device="cpu",
+        build_poll_s=3600, allow_anonymous_writes=True,
+    )  # fmt: skip
+    Pipeline(settings, build_steps, progress=False).run(until="explain_nbsvm")
+    url = settings.database
+    with TestClient(create_app(settings)) as client:
+        page = client.get("/?analyze=1")
+        assert page.status_code == 200 and '<p class="pending-line"' in page.text and "BERT is " in page.text
+        assert client.get("/index.json?analyze=1").json()["view"]["models"] == ["nbsvm"]
+        title = client.get("/index.json").json()["titles"][0]["title_id"]
+        compare = client.get(f"/movies/{title}?analyze=1&compare=1")
+        assert compare.status_code == 200 and "Pending: the build has not finished BERT yet" in compare.text
+        stored = client.post("/api/reviews", json={"text": TEXT, "title_id": title})
+        assert stored.status_code == 201, stored.text
+        assert stored.json()["predictions"]["bert"]["pending"] is True
+        assert stored.json()["predictions"]["nbsvm"]["label"] in ("positive", "negative")
+        review = stored.json()["id"]
+
+        Pipeline(settings, build_steps, progress=False).run(until="explain_bert")
+        client.portal.call(client.app.state.analyzer.refresh)
+        assert client.app.state.analyzer.loaded == ("nbsvm", "bert")
+        [now] = client.post("/api/predict", json={"texts": [TEXT]}).json()["results"]
+        assert {model: "label" in p for model, p in now["predictions"].items()} == {"nbsvm": True, "bert": True}
+        after = client.get(f"/api/reviews/{review}").json()["review"]
+        assert set(after["predictions"]) == {"nbsvm", "bert"}
+        assert all(set(sentence["weights"]) == {"nbsvm", "bert"} for sentence in after["sentences"])
+        assert rows(url, "SELECT model FROM explanations WHERE review_id = ? ORDER BY model", review) == [("bert",), ("nbsvm",)]
+        assert "pending-line" not in client.get("/?analyze=1").text
