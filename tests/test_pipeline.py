@@ -109,8 +109,11 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     assert sum(lengths["n"]) > 30 * 4  # the 30 reviews whole, and cut to 1, 2, … 6 sentences
     assert all(0 <= a <= 1 for model in ("bert", "nbsvm") for a in lengths[model])
     assert set(record["timings"]) == {
-        "data", "nbsvm", "bert", "calibrate", "predict", "explain", "predict_evaluation", "evaluate", "curve"
+        "data", "nbsvm", "bert", "calibrate", "predict", "explain", "predict_evaluation", "evaluate", "rationales",
+        "curve",
     }  # fmt: skip
+    assert record["steps"]["rationales"]["skipped"] == "no --rationales file"  # and /about says it was not measured
+    assert "rationales" not in record["metrics"]
     calibration = record["steps"]["calibrate"]
     assert calibration["folds"] == 2 and calibration["temperature"] > 0 and calibration["offset_per"] == "sentence"
     assert calibration["prior_reviews"] == 40 and calibration["share_positive"] == 0.5

@@ -13,6 +13,7 @@ from app.offline.pipeline import Step
 from app.offline.steps.calibration import Calibrate
 from app.offline.steps.data import ReadData
 from app.offline.steps.evaluation import Evaluate, LearningCurve
+from app.offline.steps.rationales import Rationales
 from app.offline.steps.scoring import Explain, Predict
 from app.offline.steps.training import PseudoLabelling, Train, TrainStudent, TrainTeacher
 from model.config import DISTILL
@@ -32,4 +33,4 @@ def build_steps(recipe: str) -> list[Step]:
     else:
         training = [Train(model) for model in MODELS]
         served = training[MODELS.index(MAIN_MODEL)]
-    return [ReadData(), *training, Calibrate(served), Predict(), Explain(), Predict(EVAL), Evaluate(), LearningCurve()]
+    return [ReadData(), *training, Calibrate(served), Predict(), Explain(), Predict(EVAL), Evaluate(), Rationales(), LearningCurve()]
