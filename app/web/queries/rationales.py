@@ -6,7 +6,7 @@ from sqlalchemy.orm import Session
 
 from app.db import Evidence, Prediction, Review, Run, Sentence, SentenceWeight
 from model.names import DISPLAY_NAMES, MODELS, POSITIVE, RATIONALES, label_of
-from model.rationales import RationaleReview, plausibility, source_key, top_k
+from model.rationales import RANDOM_DRAWS, RationaleReview, plausibility, source_key, top_k
 from model.sentences import Span
 
 DOC_CHARS = 16  # ERASER's document names: "negR_800"
@@ -26,7 +26,10 @@ def summary(run: Run) -> dict:
     step = (run.steps or {}).get(RATIONALES)
     if figures:
         rows = [{"model": model, "name": DISPLAY_NAMES[model], **figures["models"][model]} for model in MODELS]
-        return {"state": "measured", **figures, "models": rows, "reading": reading(figures), "published": PUBLISHED}
+        return {
+            "state": "measured", **figures, "models": rows, "random_draws": RANDOM_DRAWS, "reading": reading(figures),
+            "published": PUBLISHED,
+        }  # fmt: skip
     if (step and step.get("skipped")) or run.status == "complete":  # a build from before the step: not measured
         return {"state": "skipped"}
     return {"state": "not yet"}
