@@ -1,11 +1,7 @@
 """ERASER's annotated reviews (model.rationales): reading the tarball, and the plausibility figures
 on hand-made cases."""
 
-import io
 import itertools
-import json
-import tarfile
-from pathlib import Path
 
 import pytest
 
@@ -21,41 +17,7 @@ from model.rationales import (
     top_k,
 )
 from model.sentences import Span
-from tests.conftest import SHARED_DATA
-
-SHARED_ERASER = SHARED_DATA / "eraser_movies.tar.gz"
-# A handful of real annotated reviews: validation ones (sentence numbers given) and test ones
-# (sentence numbers -1 in ERASER's file), one of each label.
-TINY_DOCS = {"val": ["negR_800", "posR_800"], "test": ["negR_900", "posR_900"]}
-
-
-def write_tarball(path: Path, files: dict[str, bytes]) -> Path:
-    with tarfile.open(path, "w:gz") as archive:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return path
-
-
-@pytest.fixture(scope="session")
-def tiny_eraser(tmp_path_factory) -> Path:
-    """An ERASER movies tarball of the TINY_DOCS, cut from the real one."""
-    if not SHARED_ERASER.is_file():
-        pytest.skip(f"{SHARED_ERASER} is not there (CI and development keep ../shared beside the repo)")
-    wanted = {f"movies/docs/{doc}.txt" for docs in TINY_DOCS.values() for doc in docs}
-    files = {}
-    with tarfile.open(SHARED_ERASER, "r:gz") as archive:
-        for member in archive:
-            if member.name in wanted:
-                files[member.name] = archive.extractfile(member).read()
-            elif member.name in {"movies/val.jsonl", "movies/test.jsonl"}:
-                split = member.name.split("/")[1].removesuffix(".jsonl")
-                lines = archive.extractfile(member).read().decode().splitlines(keepends=True)
-                keep = [line for line in lines if any(f'"{doc}.txt"' in line.split(",")[0] for doc in TINY_DOCS[split])]
-                files[member.name] = "".join(keep).encode()
-    return write_tarball(tmp_path_factory.mktemp("eraser") / "movies.tar.gz", files)
-
+from tests.conftest import write_archive
 
 def test_reads_the_annotated_reviews_with_their_passages(tiny_eraser):
     reviews = read_rationales(tiny_eraser)
@@ -80,7 +42,7 @@ def test_a_truncated_or_missing_tarball_is_named(tiny_eraser, tmp_path):
         read_rationales(truncated)
     with pytest.raises(DataError, match="no such file"):
         read_rationales(tmp_path / "absent.tar.gz")
-    other = write_tarball(tmp_path / "other.tar.gz", {"movies/docs/negR_000.txt": b"a line .\n"})
+    other = write_archive(tmp_path / "other.tar.gz", {"movies/docs/negR_000.txt": "a line .\n"})
     with pytest.raises(DataError, match="no movies/val.jsonl"):
         read_rationales(other)
 
@@ -132,68 +94,3 @@ def test_the_baselines_on_the_real_reviews(tiny_eraser):
         assert 0 <= figures["random"][name]["mean"] <= 1 and figures["random"][name]["std"] >= 0
         assert 0 <= figures["position"][name] <= 1
     assert baseline_scores(reviews, seed=42) == figures  # seeded
-
-
-MARKUP_DOC = "posR_999"  # a made-up annotated review whose text tries to inject markup
-
-
-@pytest.fixture(scope="session")
-def eraser_with_markup(tiny_eraser, tmp_path_factory) -> Path:
-    """``tiny_eraser`` plus one review whose tokens are HTML, annotated where the markup is."""
-    files = {}
-    with tarfile.open(tiny_eraser, "r:gz") as archive:
-        for member in archive:
-            files[member.name] = archive.extractfile(member).read()
-    lines = ["a fine film .", 'the <script>alert(1)</script> cast is <b>superb</b> .', "go and see it ."]
-    files[f"movies/docs/{MARKUP_DOC}.txt"] = "\n".join(lines).encode()
-    annotation = {
-        "annotation_id": f"{MARKUP_DOC}.txt", "classification": "POS",
-        "evidences": [[{"docid": f"{MARKUP_DOC}.txt", "start_token": 5, "end_token": 7, "start_sentence": -1,
-                        "end_sentence": -1, "text": "is <b>superb</b>"}]],
-    }  # fmt: skip
-    files["movies/val.jsonl"] += (json.dumps(annotation) + "\n").encode()
-    return write_tarball(tmp_path_factory.mktemp("eraser-markup") / "movies.tar.gz", files)
-
-
-@pytest.mark.slow
-def test_a_build_scores_the_highlights_against_people_and_shows_them(tmp_path, eraser_with_markup):
-    from fastapi.testclient import TestClient
-
-    from app.cli import main
-    from app.db import make_engine
-    from app.offline.pipeline import report
-    from app.settings import Settings
-    from app.web.main import create_app
-    from tests.conftest import SHARED_ARCHIVE
-    from tests.test_pipeline import build_args
-
-    data = tmp_path / "data"
-    assert main(build_args(tmp_path, SHARED_ARCHIVE, "--recipe", "plain", "--rationales", str(eraser_with_markup))) == 0
-    record = report(make_engine(f"sqlite:///{data / 'textflix.db'}"))
-    figures = record["metrics"]["rationales"]
-    assert figures["n"] == 5 and set(figures["models"]) == {"nbsvm", "bert"}
-    for model in ("nbsvm", "bert"):
-        scores = figures["models"][model]
-        assert 0 <= scores["accuracy"] <= 1 and 0 <= scores["auprc"] <= 1 and 0 <= scores["token_f1"] <= 1
-        assert scores["comprehensiveness"] is not None and scores["random_comprehensiveness"] is not None
-    assert set(figures["random"]["auprc"]) == {"mean", "std"} and figures["best_sentences"]["auprc"] == 1.0
-    assert {d["doc"] for d in figures["agree_most"]} <= {"negR_800", "posR_800", "negR_900", "posR_900", MARKUP_DOC}
-    assert record["steps"]["rationales"]["reviews"] == 5
-
-    client = TestClient(create_app(Settings(data_dir=data)))
-    about = client.get("/about")
-    assert about.status_code == 200 and "Do the highlights agree with people" in about.text
-    assert "Random sentences" in about.text and "/rationales/" in about.text
-    assert client.get("/about.json").json()["rationales"]["state"] == "measured"
-    page = client.get(f"/rationales/{MARKUP_DOC}")
-    assert page.status_code == 200
-    assert "<script>alert" not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
-    assert '<u class="evidence">is &lt;b&gt;superb&lt;/b&gt;</u>' in page.text
-    twin = client.get(f"/rationales/{MARKUP_DOC}.json").json()
-    assert [p["text"] for p in twin["passages"]] == ["is <b>superb</b>"]
-    assert [s["evidence"] for s in twin["sentences"]] == [False, True, False]
-    assert client.get("/rationales/negR_800").status_code == 200
-    missing = client.get("/rationales/negR_123")
-    assert missing.status_code == 404 and "not among ERASER" in missing.text
-    # the catalogue never shows ERASER's reviews
-    assert "ERASER" not in client.get("/").text
