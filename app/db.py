@@ -171,6 +171,17 @@ class Explanation(PerModel, Base):
     review: Mapped[Review] = relationship(back_populates="explanations")
 
 
+class Evidence(Base):
+    """A passage that annotators marked as a reason for a review's sentiment (ERASER's movie reviews,
+    ``--rationales``): whitespace tokens [start_token, end_token) of ``Review.text``."""
+
+    __tablename__ = "evidence"
+
+    review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id"), primary_key=True)
+    start_token: Mapped[int] = mapped_column(Integer, primary_key=True)
+    end_token: Mapped[int] = mapped_column(Integer)
+
+
 class PseudoLabel(Base):
     """An unlabeled review (``train/unsup``) with the distill recipe's teacher's probability of "positive"."""
 

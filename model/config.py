@@ -78,6 +78,10 @@ class Sources(ConfigGroup):
         None, description="SST-2's dev.tsv: one-line movie reviews the models are evaluated on beside the IMDB "
         "sets (never trained on); none: no such set."
     )  # fmt: skip
+    rationales: Path | None = Field(
+        None, description="ERASER's movies.tar.gz: reviews whose reasons annotators marked; /about scores both "
+        "models' sentence highlights against them (never trained on); none: not measured."
+    )  # fmt: skip
 
     @field_validator("imdb_sha256", mode="before")
     @classmethod

@@ -177,8 +177,11 @@ def locate_archive(sources: Sources, data_dir: Path) -> Path:
     return path
 
 
-def _archive_files(path: Path, wanted: re.Pattern, desc: str) -> Iterator[tuple[re.Match, str]]:
-    """The members of the archive at ``path`` whose names match ``wanted``, with their text."""
+def archive_files(
+    path: Path, wanted: re.Pattern, desc: str, what: str = "IMDB archive"
+) -> Iterator[tuple[re.Match, str]]:
+    """The members of the gzipped tar archive at ``path`` whose names match ``wanted``, with their
+    text, read member by member (never unpacked); a ``DataError`` names a truncated or corrupt ``what``."""
     size = path.stat().st_size
     try:
         with (
@@ -190,14 +193,14 @@ def _archive_files(path: Path, wanted: re.Pattern, desc: str) -> Iterator[tuple[
                 if member.isfile() and (m := wanted.match(member.name)):
                     yield m, archive.extractfile(member).read().decode("utf-8")
     except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeDecodeError) as error:
-        raise DataError(f"{path}: not a readable IMDB archive, it is truncated or corrupt ({error}).") from error
+        raise DataError(f"{path}: not a readable {what}, it is truncated or corrupt ({error}).") from error
 
 
 def read_archive(path: Path) -> list[RawReview]:
     """All labelled reviews of the archive, with their title ids."""
     texts: dict[tuple[str, str], dict[int, tuple[int, str]]] = defaultdict(dict)
     urls: dict[tuple[str, str], list[str]] = {}
-    for m, text in _archive_files(path, LABELLED_OR_URLS, "Read IMDB"):
+    for m, text in archive_files(path, LABELLED_OR_URLS, "Read IMDB"):
         split, polarity, index, rating, url_split, url_polarity = m.groups()
         if url_split:
             urls[url_split, url_polarity] = text.splitlines()
@@ -211,7 +214,7 @@ def read_unlabeled(path: Path, labelled: Iterable[RawReview]) -> list[UnlabeledR
     also a labelled review's (the archive has such copies): no test text is ever among them."""
     known = {r.text for r in labelled}
     found = []
-    for m, text in _archive_files(path, UNSUP, "Read unlabeled IMDB"):
+    for m, text in archive_files(path, UNSUP, "Read unlabeled IMDB"):
         if (text := clean_text(text)) not in known:
             found.append(UnlabeledReview(key=f"train/unsup/{m.group(1)}_0", text=text))
     if not found:

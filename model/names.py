@@ -23,12 +23,15 @@ STUDENT_NETWORK = "student"  # what the API calls the network of STUDENT, beside
 # Review.split: the role a review plays. Reviews posted by users are shown with the
 # catalogue, so they take the catalogue split (and source "user").
 TRAIN, CATALOGUE, EVAL = "train", "catalogue", "eval"
+# ERASER's annotated movie reviews (--rationales): a split of their own, never shown in the catalogue;
+# also the run record's metrics key of how far the models' highlights agree with the annotators'.
+RATIONALES = "rationales"
 # Evaluation sets that are not reviews of the database: one-line reviews (SST-2, --sst2), and
 # the length table of the run record's metrics (model.lengths).
 SST2, LENGTHS = "sst2", "lengths"
 
-# Review.source: the IMDB archive, or a user of the site (whose labels are not gold).
-IMDB, USER = "imdb", "user"
+# Review.source: the IMDB archive, a user of the site (whose labels are not gold), or ERASER's movie reviews.
+IMDB, USER, ERASER = "imdb", "user", "eraser"
 
 # Explanation.level: one weight per sentence (both models) or per word (WORD_LEVEL_MODEL).
 SENTENCE, WORD = "sentence", "word"

@@ -1,6 +1,7 @@
 """Shared fixtures: tiny IMDB-layout archives and real reviews from ../shared/data."""
 
 import io
+import json
 import os
 import re
 import signal
@@ -238,3 +239,49 @@ def serve_process(
         except ProcessLookupError:
             pass
         process.wait()
+
+
+# -- ERASER's annotated movie reviews (--rationales) ------------------------------------------
+
+SHARED_ERASER = SHARED_DATA / "eraser_movies.tar.gz"
+# A handful of real annotated reviews: validation ones (sentence numbers given) and test ones
+# (sentence numbers -1 in ERASER's file), one of each label.
+TINY_DOCS = {"val": ["negR_800", "posR_800"], "test": ["negR_900", "posR_900"]}
+MARKUP_DOC = "posR_999"  # a made-up annotated review whose text tries to inject markup
+
+
+def eraser_files(path: Path) -> dict[str, str]:
+    """The members of an ERASER movies tarball (name → text)."""
+    with tarfile.open(path, "r:gz") as archive:
+        return {m.name: archive.extractfile(m).read().decode("utf-8") for m in archive if m.isfile()}
+
+
+@pytest.fixture(scope="session")
+def tiny_eraser(tmp_path_factory) -> Path:
+    """An ERASER movies tarball of the TINY_DOCS, cut from the real one."""
+    if not SHARED_ERASER.is_file():
+        pytest.skip(f"{SHARED_ERASER} is not there (CI and development keep ../shared beside the repo)")
+    files = {}
+    for name, text in eraser_files(SHARED_ERASER).items():
+        split = name.removeprefix("movies/").removesuffix(".jsonl")
+        if name.removeprefix("movies/docs/").removesuffix(".txt") in TINY_DOCS["val"] + TINY_DOCS["test"]:
+            files[name] = text
+        elif split in TINY_DOCS:
+            keep = (line for line in text.splitlines(keepends=True) if json.loads(line)["annotation_id"][:-4] in TINY_DOCS[split])
+            files[name] = "".join(keep)
+    return write_archive(tmp_path_factory.mktemp("eraser") / "movies.tar.gz", files)
+
+
+@pytest.fixture(scope="session")
+def eraser_with_markup(tiny_eraser, tmp_path_factory) -> Path:
+    """``tiny_eraser`` plus one review whose tokens are HTML, annotated where the markup is."""
+    files = eraser_files(tiny_eraser)
+    lines = ["a fine film .", 'the <script>alert(1)</script> cast is <b>superb</b> .', "go and see it ."]
+    files[f"movies/docs/{MARKUP_DOC}.txt"] = "\n".join(lines)
+    annotation = {
+        "annotation_id": f"{MARKUP_DOC}.txt", "classification": "POS",
+        "evidences": [[{"docid": f"{MARKUP_DOC}.txt", "start_token": 5, "end_token": 7, "start_sentence": -1,
+                        "end_sentence": -1, "text": "is <b>superb</b>"}]],
+    }  # fmt: skip
+    files["movies/val.jsonl"] += json.dumps(annotation) + "\n"
+    return write_archive(tmp_path_factory.mktemp("eraser-markup") / "movies.tar.gz", files)

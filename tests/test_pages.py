@@ -452,6 +452,12 @@ def test_about_page_shows_metrics_charts_and_timings(web_client):
     assert [t["step"] for t in data["timings"]] == ["data", "nbsvm", "bert", "predict", "explain", "evaluate"]
 
 
+def test_about_says_a_build_without_rationales_did_not_compare_the_highlights_with_people_s(web_client):
+    section = web_client.get("/about").text.split('aria-labelledby="rationales-h"')[1].split("</section>")[0]
+    assert "Not measured in this build" in section and "--rationales" in section
+    assert get_json(web_client, "/about.json")["rationales"] == {"state": "skipped"}
+
+
 def curve_section(html: str) -> str:
     return html.split('aria-labelledby="curve-h"')[1].split("</section>")[0]
 

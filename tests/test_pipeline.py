@@ -15,13 +15,17 @@ from types import SimpleNamespace
 import httpx
 import pytest
 import torch
+from fastapi.testclient import TestClient
 
 from app.cli import main
 from app.offline.steps.evaluation import curve_epochs
+from app.settings import Settings
+from app.web.main import create_app
 from model.bert import BertClassifier
 from model.config import MINILM
 from model.data import read_unlabeled, sample_unlabeled
 from tests.conftest import (
+    MARKUP_DOC,
     ROOT,
     SHARED_ARCHIVE,
     SHARED_MOVIES,
@@ -78,11 +82,12 @@ def test_every_bert_of_the_learning_curve_trains_as_many_steps_as_the_builds_own
 
 
 @pytest.mark.slow
-def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
+def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews, eraser_with_markup):
     needs_shared_data()
     sst2 = tmp_path / "sst2_dev.tsv"  # a handful of SST-2's one-line reviews, as an evaluation set
     sst2.write_text("".join(SHARED_SST2.read_text(encoding="utf-8").splitlines(keepends=True)[:9]), encoding="utf-8")
-    extra = ("--movies", str(SHARED_MOVIES), "--sst2", str(sst2), "--curve-eval-size", "20")
+    extra = ("--movies", str(SHARED_MOVIES), "--sst2", str(sst2), "--curve-eval-size", "20",
+             "--rationales", str(eraser_with_markup))  # fmt: skip
     assert main(build_args(tmp_path, SHARED_ARCHIVE, *extra)) == 0
     summary = capsys.readouterr().out
     assert "bert" in summary and "nbsvm" in summary and "accuracy" in summary
@@ -110,8 +115,9 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     assert all(0 <= a <= 1 for model in ("bert", "nbsvm") for a in lengths[model])
     assert set(record["timings"]) == {
         "data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "bert", "calibrate", "predict_bert", "explain_bert",
-        "predict_evaluation", "evaluate", "curve",
+        "predict_evaluation", "evaluate", "rationales", "curve",
     }  # fmt: skip
+    rationales_were_scored(record, tmp_path / "data")
     calibration = record["steps"]["calibrate"]
     assert calibration["folds"] == 2 and calibration["temperature"] > 0 and calibration["offset_per"] == "sentence"
     assert calibration["prior_reviews"] == 40 and calibration["share_positive"] == 0.5
@@ -142,8 +148,8 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
     db = tmp_path / "data" / "textflix.db"
     catalogue = record["counts"]["catalogue"]
     assert count(db, "SELECT COUNT(*) FROM reviews WHERE split='catalogue'") == catalogue
-    assert count(db, "SELECT COUNT(*) FROM predictions") == 2 * (catalogue + 30)
-    assert count(db, "SELECT COUNT(*) FROM explanations") == 3 * catalogue
+    assert count(db, "SELECT COUNT(*) FROM predictions") == 2 * (catalogue + 30 + 5)  # and ERASER's 5 reviews
+    assert count(db, "SELECT COUNT(*) FROM explanations") == 3 * catalogue + 2 * 5
     sentences = count(db, "SELECT COUNT(*) FROM sentences")
     assert sentences >= catalogue
     assert count(db, "SELECT COUNT(*) FROM sentence_weights") == 2 * sentences
@@ -165,6 +171,34 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews):
         samples = 2 if len(row["sentences"]) == 1 else 8  # a one-sentence review's fit is exact, of 2 texts
         assert all(e["samples"] == samples and e["quality"]["target"] == "log_odds" for e in row["explanations"].values())
         assert row["word_explanation"]["samples"] == 20
+
+
+def rationales_were_scored(record: dict, data_dir) -> None:
+    """The build's comparison with people's rationales (``--rationales``: 4 real ERASER reviews and one
+    made-up one whose text is markup), in its run record and on the pages."""
+    figures = record["metrics"]["rationales"]
+    assert figures["n"] == 5 and record["steps"]["rationales"]["reviews"] == 5
+    for model in ("nbsvm", "bert"):
+        scores = figures["models"][model]
+        assert 0 <= scores["accuracy"] <= 1 and 0 <= scores["auprc"] <= 1 and 0 <= scores["token_f1"] <= 1
+        assert scores["comprehensiveness"] is not None and scores["random_comprehensiveness"] is not None
+    assert set(figures["random"]["auprc"]) == {"mean", "std"} and figures["best_sentences"]["auprc"] == 1.0
+    assert {d["doc"] for d in figures["agree_most"]} <= {"negR_800", "posR_800", "negR_900", "posR_900", MARKUP_DOC}
+
+    with TestClient(create_app(Settings(data_dir=data_dir))) as client:
+        about = client.get("/about").text
+        assert "Do the highlights agree with people" in about and "Random sentences" in about
+        assert client.get("/about.json").json()["rationales"]["state"] == "measured"
+        page = client.get(f"/rationales/{MARKUP_DOC}")
+        assert page.status_code == 200
+        assert "<script>alert" not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+        assert '<u class="evidence">is &lt;b&gt;superb&lt;/b&gt;</u>' in page.text
+        twin = client.get(f"/rationales/{MARKUP_DOC}.json").json()
+        assert [p["text"] for p in twin["passages"]] == ["is <b>superb</b>"]
+        assert [s["evidence"] for s in twin["sentences"]] == [False, True, False]
+        missing = client.get("/rationales/negR_123")
+        assert missing.status_code == 404 and "not among ERASER" in missing.text
+        assert "ERASER" not in client.get("/").text  # never in the catalogue
 
 
 @pytest.mark.slow
@@ -199,6 +233,8 @@ def test_killed_build_resumes_without_redoing_work(tmp_path, real_subset_archive
     assert len(after["explanations"]) == 3 * catalogue_size(db)
     assert count(db, "SELECT COUNT(*) FROM runs") == 1
     assert count(db, "SELECT status FROM runs") == "complete"
+    # without --rationales the step says it skipped, and /about that the highlights were not compared
+    assert count(db, "SELECT json_extract(steps, '$.rationales.skipped') FROM runs") == "no --rationales file"
 
 
 def run_steps(db) -> dict:

@@ -5,7 +5,7 @@ from app.db import display_url
 from app.settings import Settings
 from model.config import DISTILL
 from model.curve import LEARNING_CURVE, point_text
-from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MAIN_MODEL, MODELS, TEACHER, TRAIN
+from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MAIN_MODEL, MODELS, RATIONALES, TEACHER, TRAIN
 
 
 def recipe_line(record: dict) -> str:
@@ -43,6 +43,8 @@ def summary(record: dict, settings: Settings) -> str:
             )
     if lengths := metrics.get(LENGTHS):
         lines += ["", *length_lines(lengths)]
+    if rationales := metrics.get(RATIONALES):
+        lines += ["", *rationale_lines(rationales)]
     if curve := metrics.get(LEARNING_CURVE):
         lines += ["", *curve_lines(curve)]
     timings = record["timings"]
@@ -52,6 +54,22 @@ def summary(record: dict, settings: Settings) -> str:
         + f" · total {sum(timings.values()):,.0f} s",
     ]
     return "\n".join(lines)
+
+
+def rationale_lines(rationales: dict) -> list[str]:
+    """The highlights against people's (``app.offline.steps.rationales``): a row per model and baseline."""
+    lines = [
+        f"  highlights against people's, ERASER's {rationales['n']:,} annotated movie reviews",
+        f"  {'':24} {'accuracy':>8} {'AUPRC':>7} {'token F1':>8} {'IOU F1':>7}",
+    ]
+    for model in MODELS:
+        m = rationales["models"][model]
+        auprc = "–" if m["auprc"] is None else f"{m['auprc']:.3f}"
+        lines.append(f"  {model:24} {m['accuracy']:8.3f} {auprc:>7} {m['token_f1']:8.3f} {m['iou_f1']:7.3f}")
+    random = {name: figure["mean"] for name, figure in rationales["random"].items()}
+    for name, m in (("random sentences (mean)", random), ("first and last sentences", rationales["position"])):
+        lines.append(f"  {name:24} {'':>8} {m['auprc']:7.3f} {m['token_f1']:8.3f} {m['iou_f1']:7.3f}")
+    return lines
 
 
 def length_lines(lengths: dict) -> list[str]:

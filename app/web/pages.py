@@ -21,7 +21,7 @@ from app.web.build_state import analysed, pending_entry, pending_line
 from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
 from app.web.errors import AppError, route_path, wants_json
 from app.web.limits import MAX_ID, check_explanation_size, off_the_loop, plausible_identifier, raw_length_problems, text_problems
-from app.web.queries import about, dashboard, reviews, rows, summaries
+from app.web.queries import about, dashboard, rationales, reviews, rows, summaries
 from app.web.templating import STATIC_DIR, templates
 from app.web.view import View
 from model.data import clean_text
@@ -163,6 +163,16 @@ def disagreements_page(
 @router.get("/about.json")
 def about_page(request: Request, session: Session = Depends(get_session)) -> Response:
     return respond(request, "about.html", about.about(session), View.from_request(request))
+
+
+@router.get("/rationales/{doc}")
+@router.get("/rationales/{doc}.json")
+def rationale_page(doc: str, request: Request, session: Session = Depends(get_session)) -> Response:
+    view = View.from_request(request)
+    page = rationales.rationale_page(session, doc) if plausible_identifier(doc) else None
+    if page is None:
+        raise AppError.one(404, None, f"Review {doc!r} is not among ERASER's annotated reviews of this build.")
+    return respond(request, "rationale.html", page, view)
 
 
 async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:

@@ -131,6 +131,35 @@ def word_highlight(text: str, words: list[dict], target: str | None = None) -> M
     return Markup("".join(parts))
 
 
+def underlined(text: str, start: int, end: int, passages: list[dict]) -> str:
+    """``text[start:end]`` escaped, with the parts inside ``passages`` (character spans of ``text``,
+    in order) underlined as the annotators' evidence."""
+    parts, position = [], start
+    for passage in passages:
+        left, right = max(passage["start"], position), min(passage["end"], end)
+        if left >= right:
+            continue
+        parts.append(str(escape(text[position:left])))
+        parts.append(f'<u class="evidence">{escape(text[left:right])}</u>')
+        position = right
+    parts.append(str(escape(text[position:end])))
+    return "".join(parts)
+
+
+def evidence_highlight(text: str, sentences: list[dict], passages: list[dict], model: str, top=()) -> Markup:
+    """A review text with each sentence coloured by ``model``'s weight (in log-odds, as ``highlight``)
+    and the annotators' ``passages`` underlined; the sentences at the positions ``top`` are outlined."""
+    full_colour, what, top = _full_colour(LOG_ODDS), _what(model, "sentence"), set(top)
+    parts, position = [], 0
+    for sentence in sentences:
+        parts.append(str(escape(text[position : sentence["start"]])))
+        marked = _mark(underlined(text, sentence["start"], sentence["end"], passages), sentence["weights"].get(model), full_colour, what)
+        parts.append(f'<span class="top-sentence">{marked}</span>' if sentence["position"] in top else marked)
+        position = sentence["end"]
+    parts.append(str(escape(text[position:])))
+    return Markup("".join(parts))
+
+
 # --- bars --------------------------------------------------------------------------------
 
 

@@ -61,6 +61,7 @@ templates.env.globals.update(
     review_card=cards.review_card,
     model_column=cards.model_column,
     cut=render.cut,
+    evidence_highlight=render.evidence_highlight,
     prediction=cards.prediction,
     weak_note=cards.weak_note,
     gold=cards.gold,

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from app.db import Explanation, Review, Run, Sentence, SentenceWeight, latest_run, process_gone
 from app.web.build_state import read_build_state, steps_table
 from app.web.catalogue_cache import kept
+from app.web.queries import rationales
 from model.config import DISTILL
 from model.curve import LEARNING_CURVE
 from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MODELS, SENTENCE, SST2, STUDENT, TEACHER
@@ -133,6 +134,7 @@ def about(session: Session) -> dict:
     page["lengths"] = metrics.get(LENGTHS)
     page["learning_curve"] = learning_curve(record, run.steps or {})
     page["explanation_quality"] = explanation_quality(session)
+    page["rationales"] = rationales.summary(run)
     page["build_progress"] = build_progress(run)
     page["build_steps"] = steps_table(read_build_state(session))
     return page
