@@ -22,7 +22,7 @@ CHARS_PER_TOKEN = 4  # an English review's characters per BERT word piece, near 
 # A network's cost scaled from another's by their sizes came out about 3 times too low in the default
 # builds on both CPUs measured: the sentence-reading MiniLM student's step took 0.71 s against 0.25 s
 # scaled from the MPNet teacher's with native bfloat16, 2.7 s against 0.92 s without (a small network
-# uses a CPU's cores less fully, and sentences make short passes); scripts/precision_study.py.
+# uses a CPU's cores less fully, and sentences make short passes); scripts/studies/precision_study.py.
 SCALED_COST_FACTOR = 3.0
 TIMED_AFTER_S = 2.0  # a rate is taken once a step has run this long since its first report (and done some work)
 

@@ -7,7 +7,7 @@ bfloat16 where it is native) to see which part of the training pays for the form
 CPU default's settings (``app.offline.pipeline.CPU_RECIPE``: the MPNet teacher's lowest 8 layers frozen, the
 MiniLM student reading sentences), on real training reviews and real runs of unlabeled reviews' sentences:
 
-    python scripts/precision_study.py [--imdb ../shared/data/aclImdb_v1.tar.gz] [--steps 6] [--chunks 4]
+    python scripts/studies/precision_study.py [--imdb ../shared/data/aclImdb_v1.tar.gz] [--steps 6] [--chunks 4]
 
 One line per figure: the median seconds of a teacher step (after one warm-up step), of the frozen
 layers' pass per training review, of a chunk of ``PSEUDO_LABEL_CHUNK`` labels, and of a student step;
