@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from scripts.bench_api import FALLBACK_SENTENCES, catalogue_texts, database_copy, ms, percentile, textflix_server
+from bench_api import FALLBACK_SENTENCES, catalogue_texts, database_copy, ms, percentile, textflix_server  # scripts/, beside this script
 
 DEBOUNCE_S, MIN_GAP_S = 0.4, 1.5  # static/analyze.js's DEBOUNCE_MS and MIN_GAP_MS
 KEY_S, SENTENCE_PAUSE_S = 0.2, 1.0  # a typist at 300 characters a minute, who pauses after each sentence

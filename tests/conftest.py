@@ -280,7 +280,7 @@ def eraser_with_markup(tiny_eraser, tmp_path_factory) -> Path:
     files[f"movies/docs/{MARKUP_DOC}.txt"] = "\n".join(lines)
     annotation = {
         "annotation_id": f"{MARKUP_DOC}.txt", "classification": "POS",
-        "evidences": [[{"docid": f"{MARKUP_DOC}.txt", "start_token": 5, "end_token": 7, "start_sentence": -1,
+        "evidences": [[{"docid": f"{MARKUP_DOC}.txt", "start_token": 7, "end_token": 9, "start_sentence": -1,
                         "end_sentence": -1, "text": "is <b>superb</b>"}]],
     }  # fmt: skip
     files["movies/val.jsonl"] += json.dumps(annotation) + "\n"

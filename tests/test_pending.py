@@ -34,7 +34,7 @@ def serve(url: str) -> TestClient:
     app.state.analyzer = ReadyAnalyzer(
         app_settings, app.state.build, lambda: database_engine(app), app.state.write_lock, stand_in_models
     )
-    return TestClient(app)
+    return TestClient(app, base_url="http://localhost")  # anonymous writes name this machine
 
 
 def database(tmp_path, run: dict, models=("nbsvm",)) -> str:
@@ -223,7 +223,7 @@ def test_a_real_build_served_from_nbsvm_on_gets_bert_without_a_restart(tmp_path,
     )  # fmt: skip
     Pipeline(settings, build_steps, progress=False).run(until="explain_nbsvm")
     url = settings.database
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         page = client.get("/?analyze=1")
         assert page.status_code == 200 and '<p class="pending-line"' in page.text and "BERT is " in page.text
         assert client.get("/index.json?analyze=1").json()["view"]["models"] == ["nbsvm"]

@@ -336,8 +336,8 @@ def test_up_serves_the_catalogue_at_once_while_a_background_build_does_the_rest(
     log = first_log.read_text(errors="replace")
     assert "Recipe auto: distill (on cpu)." in log
     assert "The catalogue is in and the site opens now; the rest of the build (nbsvm, predict_nbsvm, explain_nbsvm, " \
-        "teacher, pseudo_label, bert, calibrate, predict_bert, explain_bert, predict_evaluation, evaluate, curve) " \
-        "goes on in a background process" in log
+        "teacher, pseudo_label, bert, calibrate, predict_bert, explain_bert, predict_evaluation, evaluate, rationales, " \
+        "curve) goes on in a background process" in log
     assert "Step curve: " in log and "Learning curve:" in log  # the background build's progress on the console
 
     second_log = tmp_path / "second.log"
@@ -443,7 +443,8 @@ def test_nbsvm_is_done_before_bert_trains_and_a_build_killed_in_berts_training_r
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and process.poll() is None:
-            if db.exists() and count(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='runs'"):
+            # the runs table with its progress column (migration 0005): the schema is made a migration at a time
+            if db.exists() and count(db, "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name='progress'"):
                 with sqlite3.connect(db) as connection:
                     row = connection.execute("SELECT progress FROM runs").fetchone()
                 progress = json.loads(row[0]) if row and row[0] else None
@@ -456,7 +457,7 @@ def test_nbsvm_is_done_before_bert_trains_and_a_build_killed_in_berts_training_r
     finally:
         process.kill()
     order = ["data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "bert", "calibrate", "predict_bert", "explain_bert",
-             "predict_evaluation", "evaluate", "curve"]  # fmt: skip
+             "predict_evaluation", "evaluate", "rationales", "curve"]  # fmt: skip
     assert progress["steps"] == order and progress["total"] > 0 and "eta_s" in progress
     assert set(progress["ready_in_s"]) == {"bert"}  # NB-SVM is on the site; BERT's time left, once it can be told
     with sqlite3.connect(db) as connection:
