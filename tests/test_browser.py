@@ -7,18 +7,19 @@ with Analyze off and on, at desktop and phone width, go to test-artifacts/screen
 Over 400 lines: a test per page or control that only a browser can check.
 """
 
+import asyncio
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from app.web.main import create_app
 from app.settings import Settings
-
-from tests.conftest import serve_in_thread
 from app.web.deps import database_engine
+from app.web.main import create_app
 from app.web.ready_analyzer import ReadyAnalyzer
+from tests.conftest import serve_in_thread
 from tests.web_fixtures import (  # noqa: F401
     DISTILL_RUN,
     PENDING_RUN,
@@ -61,12 +62,19 @@ pytestmark = [
 ]
 
 
+@contextmanager
+def served_with(web_database: str, analyzer):
+    """The app on a free localhost port, in a thread, with ``analyzer`` for /analyze; yields its URL."""
+    app = create_app(Settings(database_url=web_database))
+    use_analyzer(app, analyzer)
+    with serve_in_thread(app) as url:
+        yield url
+
+
 @pytest.fixture(scope="module")
 def live_server(web_database):
-    """The app on a free localhost port, in a thread, with a stand-in analyzer for /analyze."""
-    app = create_app(Settings(database_url=web_database))
-    use_analyzer(app, FakeAnalyzer())
-    with serve_in_thread(app) as url:
+    """The app with a stand-in analyzer for /analyze."""
+    with served_with(web_database, FakeAnalyzer()) as url:
         yield url
 
 
@@ -394,8 +402,6 @@ class SlowFirstAnalyzer(FakeAnalyzer):
     """The stand-in analyzer, two seconds slow on a text that says "slowly"."""
 
     async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
-        import asyncio
-
         if any("slowly" in text for text in texts):
             await asyncio.sleep(2)
         return await super().analyze(texts, explain)
@@ -403,9 +409,7 @@ class SlowFirstAnalyzer(FakeAnalyzer):
 
 @pytest.fixture(scope="module")
 def slow_server(web_database):
-    app = create_app(Settings(database_url=web_database))
-    use_analyzer(app, SlowFirstAnalyzer())
-    with serve_in_thread(app) as url:
+    with served_with(web_database, SlowFirstAnalyzer()) as url:
         yield url
 
 
