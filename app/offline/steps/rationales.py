@@ -104,14 +104,18 @@ def rationale_metrics(build: Pipeline, reviews: list[RationaleReview], ids: list
             **{name: mean_of([quality[model][i].get(name) for i in ids]) for name in FAITHFULNESS},
         }
         agreement[model] = [plausibility([review], [scores])["auprc"] for review, scores in zip(reviews, toward)]
-    ranked = sorted(range(len(reviews)), key=lambda r: np.mean([agreement[m][r] for m in MODELS]))
+    # ranked by AUPRC above the review's share of evidence sentences (what chance scores), so that a review
+    # whose every sentence is marked does not count as agreement
+    chance = [float(np.mean(review.evidence_sentences())) for review in reviews]
+    ranked = sorted(range(len(reviews)), key=lambda r: np.mean([agreement[m][r] for m in MODELS]) - chance[r])
     listed = lambda order: [  # noqa: E731
-        {"doc": reviews[r].doc, **{model: agreement[model][r] for model in MODELS}} for r in order[:LISTED]
+        {"doc": reviews[r].doc, "evidence_share": chance[r], **{model: agreement[model][r] for model in MODELS}}
+        for r in order[:LISTED]
     ]
     return {
         "n": len(reviews),
         "sentences": int(np.median([len(review.sentences) for review in reviews])),
-        "evidence_sentences": float(np.mean([np.mean(review.evidence_sentences()) for review in reviews])),
+        "evidence_sentences": float(np.mean(chance)),
         "models": figures,
         **baseline_scores(reviews, build.settings.seed),
         "best_sentences": plausibility(reviews, [[float(t) for t in r.evidence_sentences()] for r in reviews]),
