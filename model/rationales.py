@@ -132,10 +132,7 @@ def top_k(scores: Sequence[float], k: int) -> list[int]:
 def token_f1(truth: set[int], predicted: set[int]) -> float:
     """F1 of the ``predicted`` tokens against the ``truth`` tokens (0 when either is empty)."""
     hits = len(truth & predicted)
-    if not hits:
-        return 0.0
-    precision, recall = hits / len(predicted), hits / len(truth)
-    return 2 * precision * recall / (precision + recall)
+    return f1(hits / len(predicted), hits / len(truth)) if hits else 0.0
 
 
 def iou_matches(truth: Sequence[tuple[int, int]], predicted: Sequence[tuple[int, int]]) -> int:

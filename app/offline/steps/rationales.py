@@ -20,7 +20,7 @@ from app.offline.review_work import Task
 from app.offline.steps.scoring import EXPLAIN_BLOCK, planned
 from app.offline.work_engines import run_tasks
 from model.names import ERASER, MODELS, POSITIVE, RATIONALES, SENTENCE, label_of
-from model.rationales import RationaleReview, baseline_scores, plausibility, read_rationales, source_key
+from model.rationales import RationaleReview, auprc, baseline_scores, plausibility, read_rationales, source_key
 
 log = logging.getLogger("textflix")
 TITLE_ID = "eraser"  # the placeholder title of ERASER's reviews (Review.title_id may not be empty)
@@ -103,7 +103,10 @@ def rationale_metrics(build: Pipeline, reviews: list[RationaleReview], ids: list
             **plausibility(reviews, toward),
             **{name: mean_of([quality[model][i].get(name) for i in ids]) for name in FAITHFULNESS},
         }
-        agreement[model] = [plausibility([review], [scores])["auprc"] for review, scores in zip(reviews, toward)]
+        agreement[model] = [
+            auprc(truth, scores) if any(truth := review.evidence_sentences()) else None
+            for review, scores in zip(reviews, toward)
+        ]
     # ranked by AUPRC above the review's share of evidence sentences (what chance scores), so that a review
     # whose every sentence is marked does not count as agreement
     chance = [float(np.mean(review.evidence_sentences())) for review in reviews]
