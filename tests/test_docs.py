@@ -25,7 +25,7 @@ def test_the_readme_is_a_front_door():
 
 def test_the_scripts_readme_names_every_script():
     text = (ROOT / "scripts" / "README.md").read_text(encoding="utf-8")
-    scripts = [path.name for path in sorted((ROOT / "scripts").iterdir()) if path.is_file() and path.name != "README.md"]
+    scripts = sorted(path.name for path in (ROOT / "scripts").iterdir() if path.is_file() and path.name != "README.md")
     assert [name for name in scripts if name not in text] == []
 
 
@@ -39,7 +39,7 @@ def test_the_code_page_names_every_module_and_no_other():
     folder below ``app/`` or ``model/`` (``app/web/queries/``) names every module in it."""
     named = set(MODULE_OR_FOLDER.findall((ROOT / "docs" / "code.md").read_text(encoding="utf-8")))
     folders = [name for name in named if name.endswith("/") and name.count("/") >= 2]
-    modules = [path.relative_to(ROOT).as_posix() for package in ("app", "model") for path in sorted((ROOT / package).rglob("*.py"))]
-    unnamed = [m for m in modules if not m.endswith("__init__.py") and m not in named and not any(m.startswith(f) for f in folders)]
+    modules = sorted(path.relative_to(ROOT).as_posix() for package in ("app", "model") for path in (ROOT / package).rglob("*.py"))
+    unnamed = [m for m in modules if m not in named and not m.endswith("__init__.py") and not m.startswith(tuple(folders))]
     assert unnamed == []
     assert [name for name in sorted(named) if not (ROOT / name).exists()] == []
