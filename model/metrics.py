@@ -1,6 +1,8 @@
 """Classification metrics for the run record: accuracy, F1, confusion, calibration; and a figure's spread over
 seeds, as the studies print it."""
 
+__all__ = ["accuracy", "classification_report", "expected_calibration_error", "fit_offset", "spread"]
+
 import statistics
 
 import numpy as np

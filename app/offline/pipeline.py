@@ -16,6 +16,8 @@ Nothing here knows one model or step from another, but that the site shows a mod
 step is done (``app.db.models_ready``), which the estimates of the time left follow.
 """
 
+__all__ = ["CPU_RECIPE", "Pipeline", "built_pipeline"]
+
 import fcntl
 import hashlib
 import json
