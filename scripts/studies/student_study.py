@@ -255,7 +255,8 @@ def teacher_reads(path: Path, data_dir: Path, device_name: str, out: Path) -> No
         study = json.load(f)
     judged = [*study["eval"][0], *study["catalogue"][0], *(study["sst2"] or [[]])[0], *length_set(*study["eval"])[0]]
     teacher = BertClassifier.load(model_dir(data_dir / "models", TEACHER), resolve_device(device_name))
-    # which texts a student hands its teacher is the model's decision (reads_alone), whichever network asks
+    # the texts a served model hands its teacher, as the model decides (reads_alone, which asks nothing of its
+    # own network): the teacher's network, given the teacher as its reader, stands in for the student
     served = copy.copy(teacher)
     served.one_sentence_reader = teacher
     alone = [text for text in dict.fromkeys(judged) if served.reads_alone(text)]
