@@ -154,8 +154,9 @@ def taken_names(path: Path) -> list[tuple[str, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:  # "import a.b" binds a, "import a.b as c" binds c to a.b
-                bound[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module.split(".")[0] in PACKAGES:
+                top = alias.name.split(".")[0]
+                bound[alias.asname or top] = alias.name if alias.asname else top
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in PACKAGES:
             for alias in node.names:
                 if f"{node.module}.{alias.name}" in MODULES:
                     bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -181,34 +182,39 @@ def declared(module: str) -> list[str] | None:
     return None
 
 
-def test_studies_take_from_the_build_and_the_models_only_what_they_declare_for_outside_use():
+def may_take(study: Path, module: str, name: str) -> bool:
     """A study reaches the build (``app.offline``) and the models (``model``) through the names their
     modules list in ``__all__``, the rest of the application through its public names, and never the
     web server."""
-    wrong = []
-    for study in STUDIES:
-        for module, name in taken_names(study):
-            if within(module, WEB):
-                wrong += [] if (study.name, module) in WEB_IMPORTS_LEFT else [f"{study.name}: {module}"]
-            elif within(module, OFFLINE) or within(module, "model"):
-                wrong += [] if name in (declared(module) or []) else [f"{study.name}: {module}.{name}"]
-            elif name.startswith("_"):
-                wrong.append(f"{study.name}: {module}.{name}")
+    if within(module, WEB):
+        return (study.name, module) in WEB_IMPORTS_LEFT
+    if within(module, OFFLINE) or within(module, "model"):
+        return name in (declared(module) or [])
+    return not name.startswith("_")
+
+
+def test_studies_take_from_the_build_and_the_models_only_what_they_declare_for_outside_use():
+    taken = [(study, module, name) for study in STUDIES for module, name in taken_names(study)]
+    wrong = [f"{study.name}: {module}.{name}" for study, module, name in taken if not may_take(study, module, name)]
     assert wrong == []
 
 
+def imported_modules(path: Path) -> set[str]:
+    """Every module a script imports, by the name it imports it by."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.add(node.module or "")
+    return found
+
+
 def test_no_study_imports_another_script():
-    names = {script.stem for script in SCRIPTS} | {"scripts"}
-    imports = {
-        (study.name, module)
-        for study in STUDIES
-        for node in ast.walk(ast.parse(study.read_text(encoding="utf-8")))
-        for module in (
-            [alias.name for alias in node.names] if isinstance(node, ast.Import)
-            else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-        )
-    }  # fmt: skip
-    assert sorted(f"{study}: {module}" for study, module in imports if module.split(".")[0] in names) == []
+    """What studies share is a public function of the build or the models, not another script's."""
+    scripts = {script.stem for script in SCRIPTS} | {"scripts"}
+    imports = [(study, module) for study in STUDIES for module in sorted(imported_modules(study))]
+    assert [f"{study.name}: {module}" for study, module in imports if module.split(".")[0] in scripts] == []
 
 
 @pytest.mark.slow
