@@ -11,6 +11,8 @@ bottom layers that training computes once (``FrozenBottom``). Its parts: what it
 targets (``model.fine_tuning``), the device and number formats (``model.devices``).
 """
 
+__all__ = ["BertClassifier"]
+
 import math
 import os
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence

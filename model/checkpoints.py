@@ -7,6 +7,8 @@ zip's SHA-256, and unpacks the checkpoint there atomically. Any other name is a 
 or a local folder and is passed on as it is.
 """
 
+__all__ = ["resolve"]
+
 import hashlib
 import importlib.util
 import logging

@@ -8,6 +8,9 @@ that ``shapes_build``, part of the build's fingerprint and run record. This modu
 imports nothing heavy, so that the command line starts fast.
 """
 
+__all__ = ["CLS", "DISTILL", "MINILM", "MPNET", "PER_SENTENCE", "PER_TEXT", "PLAIN", "SENTENCES", "BertConfig",
+           "LimeConfig", "Sources", "SplitConfig"]  # fmt: skip
+
 import re
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Self

@@ -4,6 +4,9 @@ The archive is read member by member with ``tarfile`` (never unpacked), review
 ``N_R.txt`` of a folder gets the title on line N of that folder's ``urls_*.txt``.
 """
 
+__all__ = ["UnlabeledReview", "balanced_sample", "read_archive", "read_splits", "read_sst2", "read_unlabeled",
+           "sample_unlabeled"]  # fmt: skip
+
 import csv
 import hashlib
 import logging

@@ -2,6 +2,8 @@
 precision where the hardware has it (``autocast``: float16 on CUDA, bfloat16 on CPUs with native
 bfloat16), and int8 linear layers for inference on a CPU (``int8_linears``)."""
 
+__all__ = ["cpu_name", "native_cpu_bf16", "resolve_device"]
+
 import platform
 import warnings
 from contextlib import nullcontext

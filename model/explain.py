@@ -13,6 +13,8 @@ faithfulness checks share the scores, and each step sends its new texts in one c
 (the faithfulness checks in calls of at most ``CHUNK_CHARS`` characters).
 """
 
+__all__ = ["Memoized", "Perturbations", "explain_sentences", "lime_sentences", "rank_agreement"]
+
 import hashlib
 import itertools
 import math

@@ -3,6 +3,8 @@ to the top (``layer_groups``), AdamW with a learning rate per group (discriminat
 slanted triangular schedule (``optimizer_and_schedule``, ``slanted_triangular``; Howard & Ruder's
 ULMFiT), gold labels as targets (``gold_targets``), and the seeds (``seed_everything``)."""
 
+__all__ = ["gold_targets"]
+
 import math
 import random
 from collections.abc import Callable, Sequence

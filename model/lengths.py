@@ -8,6 +8,8 @@ table compares models at one length more than one model across lengths; a set of
 one-line reviews (SST-2, ``model.data.read_sst2``) is the clean measure of the first band.
 """
 
+__all__ = ["BAND_NAMES", "band_accuracies", "length_set"]
+
 from collections.abc import Sequence
 
 import numpy as np

@@ -1,4 +1,9 @@
-"""Classification metrics for the run record: accuracy, F1, confusion, calibration."""
+"""Classification metrics for the run record: accuracy, F1, confusion, calibration; and a figure's spread over
+seeds, as the studies print it."""
+
+__all__ = ["accuracy", "classification_report", "expected_calibration_error", "fit_offset", "spread"]
+
+import statistics
 
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
@@ -84,3 +89,11 @@ def fit_offset(
 def tempered_p_positive(scores: np.ndarray, temperature: float) -> np.ndarray:
     """Probability of positive from raw two-class scores at ``temperature``."""
     return expit((np.asarray(scores, dtype=float) @ np.array([-1.0, 1.0])) / temperature)
+
+
+def spread(values: list[float]) -> str:
+    """A figure over seeds as a study prints it: "mean ± standard deviation" to 3 places, the value alone
+    of a single seed."""
+    if len(values) < 2:
+        return f"{values[0]:.3f}"
+    return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}"

@@ -3,6 +3,9 @@
 ``model/`` and ``app/`` both import them from here; nothing else defines them.
 """
 
+__all__ = ["BERT", "CATALOGUE", "DISPLAY_NAMES", "EVAL", "IMDB", "LENGTHS", "MAIN_MODEL", "MODELS", "NBSVM",
+           "POSITIVE", "SST2", "TEACHER"]  # fmt: skip
+
 NEGATIVE, POSITIVE = "negative", "positive"
 # Column order of every classifier's ``predict_proba``.
 LABELS = (NEGATIVE, POSITIVE)

@@ -16,6 +16,8 @@ torch), so that the web server and the export can read them without importing LI
   models use the normalised figures, since raw ones depend on how confident a model is.
 """
 
+__all__ = ["is_empty"]
+
 from dataclasses import asdict, dataclass, fields
 
 LOG_ODDS, PROBABILITY = "log_odds", "probability"  # what LIME explains: model.config.LimeConfig.lime_target

@@ -15,6 +15,8 @@ IMDB archive fits; the paragraph that would overrun it and the rest of
 the text are split by a plain rule instead, in one linear pass.
 """
 
+__all__ = ["sentence_runs", "split_sentences"]
+
 import random
 import re
 from collections.abc import Iterator

@@ -6,6 +6,8 @@ handles "every model" (the build, the API) goes through ``CLASSIFIERS`` and neve
 names a model itself.
 """
 
+__all__ = ["load_trained", "model_dir"]
+
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Protocol

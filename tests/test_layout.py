@@ -15,6 +15,9 @@ PACKAGES = ("app", "model")
 OFFLINE, WEB = "app.offline", "app.web"
 MAP_HEADING = "How the code is laid out"
 SCRIPTS = sorted((ROOT / "scripts").rglob("*.py"))  # scripts/studies/ too
+STUDIES = sorted((ROOT / "scripts" / "studies").glob("*.py"))
+# Imports of the web server that a study keeps until the request's cost has one module (issue 44, at merge).
+WEB_IMPORTS_LEFT = {("lower_case_split.py", "app.web.analysis"), ("lower_case_split.py", "app.web.batching")}
 
 
 def module_name(path: Path) -> str:
@@ -141,6 +144,77 @@ def test_the_map_names_every_module():
 
 def test_scripts_import_the_package_as_installed():
     assert [script.name for script in SCRIPTS if "sys.path" in script.read_text(encoding="utf-8")] == []
+
+
+def taken_names(path: Path) -> list[tuple[str, str]]:
+    """(module, name) for each name a script takes from a module of ``PACKAGES``: ``from module import
+    name``, and ``module.name`` where the script imported ``module`` itself."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound, taken = {}, []  # bound: a name of the script → the module it is
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:  # "import a.b" binds a, "import a.b as c" binds c to a.b
+                top = alias.name.split(".")[0]
+                bound[alias.asname or top] = alias.name if alias.asname else top
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in PACKAGES:
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in MODULES:
+                    bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                else:
+                    taken.append((node.module, alias.name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            parts, base = [node.attr], node.value
+            while isinstance(base, ast.Attribute):
+                parts, base = [base.attr, *parts], base.value
+            if isinstance(base, ast.Name) and base.id in bound:
+                *module, name = [bound[base.id], *parts]
+                if ".".join(module) in MODULES and f"{'.'.join(module)}.{name}" not in MODULES:
+                    taken.append((".".join(module), name))
+    return taken
+
+
+def declared(module: str) -> list[str] | None:
+    """The module's ``__all__``, or None where it has none."""
+    for node in ast.parse(MODULES[module].read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return ast.literal_eval(node.value)
+    return None
+
+
+def may_take(study: Path, module: str, name: str) -> bool:
+    """A study reaches the build (``app.offline``) and the models (``model``) through the names their
+    modules list in ``__all__``, the rest of the application through its public names, and never the
+    web server."""
+    if within(module, WEB):
+        return (study.name, module) in WEB_IMPORTS_LEFT
+    if within(module, OFFLINE) or within(module, "model"):
+        return name in (declared(module) or [])
+    return not name.startswith("_")
+
+
+def test_studies_take_from_the_build_and_the_models_only_what_they_declare_for_outside_use():
+    taken = [(study, module, name) for study in STUDIES for module, name in taken_names(study)]
+    wrong = [f"{study.name}: {module}.{name}" for study, module, name in taken if not may_take(study, module, name)]
+    assert wrong == []
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module a script imports, by the name it imports it by."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.add(node.module or "")
+    return found
+
+
+def test_no_study_imports_another_script():
+    """What studies share is a public function of the build or the models, not another script's."""
+    scripts = {script.stem for script in SCRIPTS} | {"scripts"}
+    imports = [(study, module) for study in STUDIES for module in sorted(imported_modules(study))]
+    assert [f"{study.name}: {module}" for study, module in imports if module.split(".")[0] in scripts] == []
 
 
 @pytest.mark.slow

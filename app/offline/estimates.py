@@ -11,6 +11,8 @@ student's training estimated from the teacher's first steps). A step whose work 
 network with nothing timed to scale from, leaves the estimate out: None, no figure rather than a guess.
 """
 
+__all__ = ["SCALED_COST_FACTOR", "TRAINING_PASSES", "capped_chars", "network_shape"]
+
 import json
 import time
 from collections.abc import Sequence

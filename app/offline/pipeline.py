@@ -16,6 +16,8 @@ Nothing here knows one model or step from another, but that the site shows a mod
 step is done (``app.db.models_ready``), which the estimates of the time left follow.
 """
 
+__all__ = ["CPU_RECIPE", "Pipeline", "built_pipeline"]
+
 import fcntl
 import hashlib
 import json
@@ -517,6 +519,17 @@ def changed_settings(stored: dict, config: dict, settings_type: type[Settings]) 
     predates counts as having had its value of then (``PREDATING_VALUES``), else its default."""
     defaults = {**settings_type.model_construct().build_config(), **PREDATING_VALUES}
     return sorted(key for key, value in config.items() if stored.get(key, defaults[key]) != value)
+
+
+def built_pipeline(data_dir: Path, imdb: str) -> Pipeline:
+    """A pipeline over the database of ``data_dir`` with the settings it was built with, connected: how a
+    study (scripts/studies/) reads a build. A setting the build predates has the value it had then."""
+    with session_scope(make_engine(Settings(data_dir=data_dir).database)) as session:
+        built = {**PREDATING_VALUES, **latest_run(session).config}
+    settings = Settings(data_dir=data_dir, imdb=imdb, **{k: v for k, v in built.items() if k in Settings.model_fields})
+    pipeline = Pipeline(settings, [], progress=False)
+    pipeline.run()  # no steps: it takes up the database's run, refusing other settings
+    return pipeline
 
 
 def report(engine: Engine) -> dict:

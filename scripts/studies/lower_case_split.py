@@ -1,10 +1,11 @@
-"""Does the sentence splitter split a review typed in lower case as its author meant? Every
-catalogue review (the build's split of the archive, seed 42) is split as written and lower-cased:
-the share of the cased split's boundaries that the lower-cased split finds, and the boundaries it
-adds; the cased split against another revision's splitter; ERASER's movie reviews (validation and
-test, one sentence a line) joined with spaces, whose sentence count is within 10 % of their lines;
-pySBD's figures beside (if installed); the time each splitter takes; and, with --costs, what
-explaining a review costs by its sentences (docs/api.md's figures). One line per figure.
+"""Does the sentence splitter split a review typed in lower case as its author meant?
+
+Every catalogue review (the build's split of the archive, seed 42) is split as written and
+lower-cased: the share of the cased split's boundaries that the lower-cased split finds, and the
+boundaries it adds; the cased split against another revision's splitter; ERASER's movie reviews
+(validation and test, one sentence a line) joined with spaces, whose sentence count is within 10 %
+of their lines; pySBD's figures beside (if installed); the time each splitter takes; and, with
+--costs, what explaining a review costs by its sentences (docs/api.md's figures). One line per figure.
 
     python scripts/studies/lower_case_split.py --imdb ../shared/data/aclImdb_v1.tar.gz \\
         --movies ../shared/data/movies.tsv --eraser ../shared/data/eraser_movies.tar.gz \\

@@ -1,5 +1,7 @@
-"""Where the CPU default's training time goes, in float32 and in bfloat16: a few optimizer steps of the
-teacher, a chunk of its labels, a few steps of the student, each timed in both number formats.
+"""Where does the CPU default's training time go, in float32 and in bfloat16?
+
+A few optimizer steps of the teacher, a chunk of its labels and a few steps of the student, each timed
+in both number formats.
 
 A build trains in bfloat16 only on a CPU that computes it natively (``model.devices.native_cpu_bf16``); on
 one without, it trains in float32, several times slower per step. This study forces float32 on any CPU (and

@@ -13,6 +13,8 @@ model's offset and temperature), ``scoring`` (predict and explain, a batch of re
 highlights against the passages people marked in ERASER's movie reviews, for /about).
 """
 
+__all__ = ["build_steps"]
+
 from app.offline.pipeline import Step
 from app.offline.steps.calibration import Calibrate
 from app.offline.steps.data import ReadData

@@ -3,6 +3,8 @@ reviews, and its temperature, fitted on held-out folds of the training reviews; 
 reads a text of one sentence. The offset is fitted the same way for any BERT (``set_prior_offset``
 on ``prior_texts``), as the learning curve's are."""
 
+__all__ = ["prior_texts", "set_prior_offset"]
+
 import logging
 
 import numpy as np

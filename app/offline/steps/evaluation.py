@@ -2,6 +2,8 @@
 reviews, the catalogue, one-line reviews and by length (``Evaluate``), and the learning curve
 (``LearningCurve``); both read the evaluation reviews the same way (``evaluation_reviews``)."""
 
+__all__ = ["CURVE_PRIOR_REVIEWS", "LearningCurve", "evaluation_reviews"]
+
 import logging
 import random
 

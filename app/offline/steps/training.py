@@ -3,6 +3,9 @@
 model it teaches (``TrainStudent``). Also what the later steps need of the models: a config pointing
 at its pretrained checkpoint (``pretrained``), and a trained BERT loaded (``load_trained_bert``)."""
 
+__all__ = ["PSEUDO_LABEL_CHUNK", "TrainTeacher", "label_chunks", "load_trained_bert", "pretrained", "reading_cap",
+           "sentence_cuts"]  # fmt: skip
+
 import logging
 import random
 import time

@@ -8,7 +8,7 @@ build's student as --one-sentence-reader student serves it) and with the teacher
 texts of one sentence, on SST-2 dev and on the length table of the build's evaluation reviews; and
 times a one-sentence text through each, one call at a time, as the API serves it:
 
-    HF_HUB_OFFLINE=1 python scripts/teacher_for_one_sentence.py --data-dir D \\
+    HF_HUB_OFFLINE=1 python scripts/studies/teacher_for_one_sentence.py --data-dir D \\
         --imdb ../shared/data/aclImdb_v1.tar.gz --sst2 ../shared/data/sst2_dev.tsv
 """
 
@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from curve_steps import built_pipeline
 
+from app.offline.pipeline import built_pipeline
 from app.offline.steps.evaluation import evaluation_reviews
 from app.offline.steps.training import load_trained_bert
 from model.data import read_sst2

@@ -1,4 +1,4 @@
-"""The ablation of how the served BERT model is made from the labelled reviews.
+"""How should the served BERT model be made from the labelled reviews? An ablation of recipes and settings.
 
 Each variant (a recipe and its settings) is built with every seed, through the build's
 own steps but without the explanations and the learning curve, each seed in a data
@@ -8,7 +8,7 @@ seeds, the median wall time of the training steps, and the teacher's accuracy wh
 is one. Every variant gets the build's calibration (``--set prior_reviews=0
 calibration_folds=0`` leaves BERT as trained, as model/README.md's earlier figures were measured).
 
-    HF_HUB_OFFLINE=1 python scripts/ablation.py --work-dir /tmp/ablation --seeds 42 43 44 \\
+    HF_HUB_OFFLINE=1 python scripts/studies/ablation.py --work-dir /tmp/ablation --seeds 42 43 44 \\
         --variants plain-minilm distill-minilm [--set eval_size=600 ...]
 
 On 2 CPU cores a MiniLM variant takes about 5 minutes a seed, MPNet ones 20 minutes or more.
@@ -24,6 +24,7 @@ from app.offline.steps import build_steps
 from app.settings import Settings
 from model.config import CLS, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
 from model.lengths import BAND_NAMES
+from model.metrics import spread
 from model.names import CATALOGUE, EVAL, LENGTHS, MAIN_MODEL, MODELS, NBSVM, SST2, TEACHER
 
 # Whole-text models as they were measured, before the build's default became the sentence model.
@@ -58,12 +59,6 @@ TRAINING_STEPS = {MAIN_MODEL, "teacher", "pseudo_label", "calibrate"}
 def build(settings: Settings) -> dict:
     steps = [step for step in build_steps(settings.recipe) if step.name not in SKIPPED_STEPS]
     return Pipeline(settings, steps, progress=False).run()
-
-
-def spread(values: list[float]) -> str:
-    if len(values) < 2:
-        return f"{values[0]:.3f}"
-    return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
 def short_texts(records: list[dict]) -> str:

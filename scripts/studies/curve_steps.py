@@ -1,4 +1,4 @@
-"""Whether a BERT of the learning curve needs more epochs on fewer reviews, on a built database.
+"""Does a BERT of the learning curve need more epochs on fewer reviews? Measured on a built database.
 
 Trains the BERT the build's curve trains, as the curve step does (``LearningCurve.retrained_accuracy``:
 the database's settings, a seed of its own, a balanced sample of the archive's training pool,
@@ -7,7 +7,7 @@ line per run: its accuracy on a seeded sample of the database's evaluation revie
 own, of --curve-eval-size) and the seconds it took. With 3 epochs, 100 reviews make 19
 optimisation steps; the build's own model takes 94 on its 500.
 
-    python scripts/curve_steps.py --data-dir data --imdb ../shared/data/aclImdb_v1.tar.gz \\
+    python scripts/studies/curve_steps.py --data-dir data --imdb ../shared/data/aclImdb_v1.tar.gz \\
         [--size 100] [--seeds 42 43] [--epochs 3 15] [--eval-reviews 500]
 
 The answer decided the learning curve's epochs (``app.offline.steps.evaluation.curve_epochs``); its
@@ -20,26 +20,11 @@ import random
 import time
 from pathlib import Path
 
-from app.db import latest_run, make_engine, session_scope
-from app.offline.pipeline import Pipeline
+from app.offline.pipeline import built_pipeline
 from app.offline.steps.calibration import prior_texts
 from app.offline.steps.evaluation import CURVE_PRIOR_REVIEWS, LearningCurve, evaluation_reviews
-from app.settings import Settings
-from model.config import PREDATING_VALUES
 from model.data import balanced_sample
 from model.names import MAIN_MODEL
-
-
-def built_pipeline(data_dir: Path, imdb: str) -> Pipeline:
-    """A pipeline over the database of ``data_dir`` with the settings it was built with, connected."""
-    with session_scope(make_engine(Settings(data_dir=data_dir).database)) as session:
-        built = latest_run(session).config
-    # a setting the build predates has the value it had then
-    built = {**PREDATING_VALUES, **built}
-    settings = Settings(data_dir=data_dir, imdb=imdb, **{k: v for k, v in built.items() if k in Settings.model_fields})
-    pipeline = Pipeline(settings, [], progress=False)
-    pipeline.run()  # no steps: it takes up the database's run, refusing other settings
-    return pipeline
 
 
 def main() -> None:

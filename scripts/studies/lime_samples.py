@@ -1,4 +1,4 @@
-"""How stability and faithfulness of sentence LIME change with its sample count, on a built database.
+"""How do the stability and faithfulness of sentence LIME change with its sample count? On a built database.
 
 For a seeded subset of catalogue reviews, explains each with both models at every
 sample count (and every target and kernel width asked for) and prints one table row
@@ -7,7 +7,7 @@ explanations, mean normalised comprehensiveness and sufficiency at k = 1 (Edin e
 mean comprehensiveness at k = 20 % against random sentences, and the distinct texts
 scored per review. Every text is scored once per model and review across all settings.
 
-    python scripts/lime_samples.py [--data-dir data] [--reviews 24] [--samples 16 32 64 128 256 512 1000]
+    python scripts/studies/lime_samples.py [--data-dir data] [--reviews 24] [--samples 16 32 64 128 256 512 1000]
         [--targets log_odds probability] [--kernel-widths 25 100 256] [--reference 5000] [--plain-lime 3]
 
 The build's default sample count is the smallest whose mean stability is at least 0.9.

@@ -4,9 +4,9 @@ The distilled student stays 3-5 points under its teacher on SST-2, so the teache
 This trains the build's teacher again with other settings (another seed, more or fewer frozen
 layers, another head, runs of sentences of the training reviews labelled as their review) and
 judges each, and the mean of the log-odds of every pair, on SST-2 dev and on the build's first
-evaluation reviews:
+evaluation reviews, a line per teacher and per pair:
 
-    HF_HUB_OFFLINE=1 python scripts/teacher_study.py --data-dir D --imdb ../shared/data/aclImdb_v1.tar.gz \\
+    HF_HUB_OFFLINE=1 python scripts/studies/teacher_study.py --data-dir D --imdb ../shared/data/aclImdb_v1.tar.gz \\
         --sst2 ../shared/data/sst2_dev.tsv --variants seed2 frozen6 --out T42.jsonl
 
 D is a distill build (up to its teacher at least). Each teacher's probabilities go to ``--out``, a
@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from curve_steps import built_pipeline
 from scipy.special import expit, logit
 
+from app.offline.pipeline import built_pipeline
 from app.offline.steps.evaluation import evaluation_reviews
 from app.offline.steps.training import TrainTeacher, load_trained_bert, pretrained, sentence_cuts
 from model.bert import BertClassifier

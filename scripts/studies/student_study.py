@@ -1,4 +1,4 @@
-"""What the distilled student learns from one teacher's labels: its settings varied, the teacher fixed.
+"""What does the distilled student learn from one teacher's labels, its settings varied and the teacher fixed?
 
 A distill build's teacher and its pseudo-labels are most of its cost; the served student is
 trained on them in minutes on a GPU. This study takes a build's labels once and trains the
@@ -9,31 +9,31 @@ catalogue, SST-2 and the length table, with the build's offset (``set_prior_offs
    directory built up to ``pseudo_label`` (``textflix build`` stopped there, or any later), in one
    gzipped JSON file:
 
-       python scripts/student_study.py export --data-dir D --imdb ../shared/data/aclImdb_v1.tar.gz \\
+       python scripts/studies/student_study.py export --data-dir D --imdb ../shared/data/aclImdb_v1.tar.gz \\
            --sst2 ../shared/data/sst2_dev.tsv --out S.json.gz
 
 2. ``run``, anywhere (the files and a MiniLM checkpoint, no archive nor database): each variant
    with each study file, a line per run, appended to ``--out`` (runs may go in parallel, each a
    process of its own):
 
-       python scripts/student_study.py run S42.json.gz S43.json.gz --variants default cuts4 \\
+       python scripts/studies/student_study.py run S42.json.gz S43.json.gz --variants default cuts4 \\
            [--base-model PATH] [--device cuda] --out results.jsonl
 
    ``teacher-reads`` gives a study file the build's teacher's probabilities for every text of one
    sentence that the study judges, so that ``run`` also judges the served model of a build that
    hands such texts to its teacher (--one-sentence-reader teacher, the default):
 
-       python scripts/student_study.py teacher-reads S42.json.gz --data-dir D --out S42-t.json.gz
+       python scripts/studies/student_study.py teacher-reads S42.json.gz --data-dir D --out S42-t.json.gz
 
    ``more-runs`` gives a study file more runs of each review (new ones, drawn at random as the
    build draws them), labelled by the build's teacher, so that variants may keep more than the
    build's ``--teacher-cuts`` (a few minutes on a CPU; the teacher does not travel):
 
-       python scripts/student_study.py more-runs S42.json.gz --data-dir D --runs 8 --out S42-8.json.gz
+       python scripts/studies/student_study.py more-runs S42.json.gz --data-dir D --runs 8 --out S42-8.json.gz
 
 3. ``summary``: a line per variant, each figure's mean ± std over the seeds:
 
-       python scripts/student_study.py summary results.jsonl
+       python scripts/studies/student_study.py summary results.jsonl
 
 A variant names the unlabeled reviews it learns from (``unlabeled``: the first N of the build's
 sample), how many of the teacher-labelled runs of each it keeps (``cuts``: the first K of those the
@@ -42,6 +42,7 @@ results are in model/README.md, "What the student learns from the same labels".
 """
 
 import argparse
+import copy
 import gzip
 import json
 import random
@@ -50,13 +51,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from ablation import spread
-from curve_steps import built_pipeline
 from scipy.special import expit, logit
 from sqlalchemy import select
 
 from app.db import PseudoLabel, Review, session_scope
+from app.offline.pipeline import built_pipeline
 from app.offline.steps.calibration import prior_texts, set_prior_offset
 from app.offline.steps.evaluation import evaluation_reviews
 from app.offline.steps.training import sentence_cuts
@@ -66,7 +65,7 @@ from model.data import read_sst2, sample_unlabeled
 from model.devices import resolve_device
 from model.fine_tuning import gold_targets
 from model.lengths import BAND_NAMES, band_accuracies, length_set
-from model.metrics import classification_report
+from model.metrics import classification_report, spread
 from model.names import CATALOGUE, IMDB, POSITIVE, TEACHER
 from model.sentences import sentence_runs, split_sentences
 from model.trained import model_dir
@@ -216,9 +215,9 @@ def train_and_judge(study: dict, variant: dict, base_model: str | None, device) 
     set_prior_offset(model, prior, labels.count(POSITIVE) / len(labels), study["offset_per"])
     result = {"seed": study["seed"], "texts": len(texts), "train_s": round(trained, 1), "offset": model.offset}
     result.update(judge(study, model.predict_proba))
-    if "teacher_reads" in study:  # the served model: the teacher's probability for a text of one sentence
-        teacher_p = study["teacher_reads"]
-        routed = judge(study, lambda texts: routed_proba(model.predict_proba(texts), texts, teacher_p))
+    if "teacher_reads" in study:  # the served model: the student with the teacher reading its texts of one sentence
+        model.one_sentence_reader = TeacherReads(study["teacher_reads"])
+        routed = judge(study, model.predict_proba)
         result.update({f"routed_{key}": value for key, value in routed.items()})
     result["judge_s"] = round(time.perf_counter() - started - trained, 1)
     return result
@@ -237,13 +236,16 @@ def judge(study: dict, predict_proba) -> dict:
     return result
 
 
-def routed_proba(p: np.ndarray, texts: list[str], teacher_p: dict[str, float]) -> np.ndarray:
-    """``p`` with the rows of the texts in ``teacher_p`` (those of one sentence) the teacher's."""
-    p = p.copy()
-    for i, text in enumerate(texts):
-        if text in teacher_p:
-            p[i] = (1 - teacher_p[text], teacher_p[text])
-    return p
+class TeacherReads:
+    """The build's teacher as a student's ``one_sentence_reader``, from its probabilities of "positive" that
+    ``teacher-reads`` stored: the student decides which texts it hands over (``BertClassifier.predict_proba``)."""
+
+    def __init__(self, p_positive: dict[str, float]):
+        self.p_positive = p_positive
+
+    def predict_proba(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
+        p = np.array([self.p_positive[text] for text in texts])
+        return np.column_stack([1 - p, p])
 
 
 def teacher_reads(path: Path, data_dir: Path, device_name: str, out: Path) -> None:
@@ -252,8 +254,12 @@ def teacher_reads(path: Path, data_dir: Path, device_name: str, out: Path) -> No
     with gzip.open(path, "rt", encoding="utf-8") as f:
         study = json.load(f)
     judged = [*study["eval"][0], *study["catalogue"][0], *(study["sst2"] or [[]])[0], *length_set(*study["eval"])[0]]
-    alone = [text for text in dict.fromkeys(judged) if len(split_sentences(text)) == 1]
     teacher = BertClassifier.load(model_dir(data_dir / "models", TEACHER), resolve_device(device_name))
+    # the texts a served model hands its teacher, as the model decides (reads_alone, which asks nothing of its
+    # own network): the teacher's network, given the teacher as its reader, stands in for the student
+    served = copy.copy(teacher)
+    served.one_sentence_reader = teacher
+    alone = [text for text in dict.fromkeys(judged) if served.reads_alone(text)]
     started = time.perf_counter()
     study["teacher_reads"] = dict(zip(alone, map(float, teacher.predict_proba(alone)[:, 1])))
     with gzip.open(out, "wt", encoding="utf-8", compresslevel=9) as f:

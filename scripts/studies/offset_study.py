@@ -1,12 +1,12 @@
-"""How BERT's offset should be added: once per text (the default before) or once per sentence.
+"""Should BERT's offset be added once per text (the default before) or once per sentence?
 
-For each build directory (a finished build, e.g. of ``scripts/ablation.py``), its served BERT is
+For each build directory (a finished build, e.g. of ``scripts/studies/ablation.py``), its served BERT is
 scored as trained on the evaluation reviews, the catalogue, the length table's texts
 (``model.lengths``), SST-2 (--sst2) and the --prior-reviews unlabeled reviews its offset is
 fitted on; then each way of adding the offset is fitted there as the calibrate step does and
 applied. One line per build and way: accuracy per set and band, ECE on evaluation and SST-2.
 
-    HF_HUB_OFFLINE=1 python scripts/offset_study.py --sst2 ../shared/data/sst2_dev.tsv \\
+    HF_HUB_OFFLINE=1 python scripts/studies/offset_study.py --sst2 ../shared/data/sst2_dev.tsv \\
         --imdb ../shared/data/aclImdb_v1.tar.gz /tmp/ablation/plain-minilm-sentences/{42,43,44}
 """
 

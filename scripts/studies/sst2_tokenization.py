@@ -1,8 +1,9 @@
-"""Does GLUE's tokenization of SST-2 cost a build's served model accuracy? Its SST-2 accuracy on the
-sentences as given ("does n't", "it 's", "journey .") and with that tokenization undone, as people
-type ("doesn't", "it's", "journey.").
+"""Does GLUE's tokenization of SST-2 cost a build's served model accuracy?
 
-    python scripts/sst2_tokenization.py --data-dir data --sst2 ../shared/data/sst2_dev.tsv
+Its SST-2 accuracy on the sentences as given ("does n't", "it 's", "journey .") and with that
+tokenization undone, as people type ("doesn't", "it's", "journey."), a line each.
+
+    python scripts/studies/sst2_tokenization.py --data-dir data --sst2 ../shared/data/sst2_dev.tsv
 """
 
 import argparse
