@@ -6,7 +6,7 @@ directory of its own (so a killed run resumes: run it again). One line per varia
 evaluation accuracy, ECE and catalogue accuracy as mean ± standard deviation over the
 seeds, the median wall time of the training steps, and the teacher's accuracy where there
 is one. Every variant gets the build's calibration (``--set prior_reviews=0
-calibration_folds=0`` leaves BERT as trained, as model/README.md's earlier figures were measured).
+calibration_folds=0`` leaves BERT as trained, as the earlier figures in docs/studies/ were measured).
 
     HF_HUB_OFFLINE=1 python scripts/studies/ablation.py --work-dir /tmp/ablation --seeds 42 43 44 \\
         --variants plain-minilm distill-minilm [--set eval_size=600 ...]

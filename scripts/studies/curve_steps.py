@@ -11,7 +11,7 @@ optimisation steps; the build's own model takes 94 on its 500.
         [--size 100] [--seeds 42 43] [--epochs 3 15] [--eval-reviews 500]
 
 The answer decided the learning curve's epochs (``app.offline.steps.evaluation.curve_epochs``); its
-figures are in model/README.md, "The learning curve" (measured at commit 71637b2, whose copy of
+figures are in docs/studies/learning-curve.md (measured at commit 71637b2, whose copy of
 the training drew the evaluation sample and the 250 unlabeled reviews otherwise).
 """
 

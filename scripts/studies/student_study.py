@@ -38,7 +38,7 @@ catalogue, SST-2 and the length table, with the build's offset (``set_prior_offs
 A variant names the unlabeled reviews it learns from (``unlabeled``: the first N of the build's
 sample), how many of the teacher-labelled runs of each it keeps (``cuts``: the first K of those the
 build labelled, so build with ``--teacher-cuts`` the largest K), and any BertConfig value. The
-results are in model/README.md, "What the student learns from the same labels".
+results are in docs/studies/student.md.
 """
 
 import argparse
@@ -80,7 +80,7 @@ VARIANTS: dict[str, dict] = {
     # MiniLM's embeddings and lowest 2 of 6 layers as pretrained: a cheaper student, if it reads as well
     "frozen2": {"unlabeled": 2000, "cuts": 2, "frozen_layers": 2},
     # cuts4 with each review and its runs shuffled as one (--student-batches together): a sixth less
-    # training, SST-2 not shown to be as good (model/README.md)
+    # training, SST-2 not shown to be as good (docs/studies/student.md)
     "cuts4-together": {"unlabeled": 2000, "cuts": 4, "together": True},
     # twice the runs of cuts4 (a study file given 8 by more-runs): does SST-2 go on rising with them?
     "cuts8": {"unlabeled": 2000, "cuts": 8},
@@ -95,11 +95,11 @@ VARIANTS: dict[str, dict] = {
     # texts' tokens, and a teacher that would label no whole review. Are whole reviews read as well?
     "runs-only": {"unlabeled": 2000, "cuts": 4, "whole": False},
     # cuts4 at half the learning rate (a moving average of the weights and dropout off were tried
-    # beside it at commit edd9149 and removed: model/README.md)
+    # beside it at commit edd9149 and removed: docs/studies/student.md)
     "cuts4-lr5e-5": {"unlabeled": 2000, "cuts": 4, "learning_rate": 5e-5},
     # (the teacher's log-odds learnt by squared distance, cuts4-mse; the head first fitted on the
     # pretrained features, cuts4-lp (LP-FT), and its weights mixed with that start (WiSE-FT): tried
-    # at commit a1402d5 and removed, model/README.md)
+    # at commit a1402d5 and removed, docs/studies/student.md)
 }
 STUDY_KEYS = ("unlabeled", "cuts", "together", "target_temperature", "whole")  # a variant's keys that are not BertConfig's
 

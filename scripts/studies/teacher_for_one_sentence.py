@@ -1,7 +1,7 @@
 """Does the teacher serve one-sentence texts better than the student? The served model both ways, and their cost.
 
 The distilled student stays 3-5 points under its teacher on SST-2 whatever its own settings
-(model/README.md), so a distill build's served BERT hands its texts of one sentence to the teacher
+(docs/studies/one-sentence-reader.md), so a distill build's served BERT hands its texts of one sentence to the teacher
 (--one-sentence-reader teacher, ``model.bert.BertClassifier.predict_proba``). This judges, on a
 distill build, the served model with its own network reading everything (``own_proba``, the
 build's student as --one-sentence-reader student serves it) and with the teacher reading the

@@ -11,7 +11,7 @@ evaluation reviews, a line per teacher and per pair:
 
 D is a distill build (up to its teacher at least). Each teacher's probabilities go to ``--out``, a
 line per teacher, so a later run judges its pairs with the teachers of earlier ones too. The results
-are in model/README.md, "What the student learns from the same labels".
+are in docs/studies/teacher.md.
 """
 
 import argparse
