@@ -76,17 +76,18 @@ COMMANDS: dict[str, Command] = {
     ),  # fmt: skip
 }
 # Each command's own arguments, beside its settings: (flag, argparse keywords with a dest).
+AS_JSON = ("--json", dict(dest="as_json", action="store_true", help="Print JSON."))
 OPTIONS: dict[str, list[tuple[str, dict]]] = {
-    "report": [("--json", dict(dest="as_json", action="store_true", help="Print JSON."))],
+    "report": [AS_JSON],
     "export": [
         ("--format", dict(dest="export_format", choices=tuple(WRITERS), default="jsonl", help="JSON Lines or CSV.")),
         ("--output", dict(dest="output", type=Path, help="The file to write; standard output without it.")),
     ],
-    "settings": [("--json", dict(dest="as_json", action="store_true", help="Print JSON."))],
+    "settings": [AS_JSON],
 }
 SET_HELP = (
-    "Any other setting, by its field name (repeatable): `textflix settings` or --help-all lists them. "
-    "The environment variable TEXTFLIX_NAME sets it too; --set beats it."
+    "A setting, by its field name (repeatable): `textflix settings` or --help-all lists them all. "
+    "It beats the setting's environment variable, TEXTFLIX_NAME."
 )
 # uvicorn restarts a worker that does not answer its supervisor's ping within this many seconds
 # (its default, 5, is short for a worker whose CPU is busy with model calls).
@@ -371,7 +372,7 @@ def with_local_writes(settings: Settings) -> Settings:
 
 def build_for_the_site(settings: Settings) -> tuple[list[str], Settings]:
     """Run the build up to the last step the site needs; the steps still to do after it, and the
-    settings it was built with (--recipe auto made concrete), which the rest must be built with."""
+    settings it was built with (recipe auto made concrete), which the rest must be built with."""
     from app.offline.pipeline import Pipeline
     from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps
 
@@ -388,7 +389,7 @@ def build_for_the_site(settings: Settings) -> tuple[list[str], Settings]:
 def background_build(settings: Settings, steps: list[str]):
     """``textflix build`` with ``settings`` in a process of its own, its output on this console, for
     as long as the block runs; it dies with this process, so a killed ``up`` resumes as a killed build does.
-    Every setting reaches it as a variable, so it cannot make --recipe auto concrete itself: ``settings``
+    Every setting reaches it as a variable, so it cannot make recipe auto concrete itself: ``settings``
     must be the concrete ones the build so far stored (else it refuses the database as built with others)."""
     environment = dict(os.environ)
     put_in_environment(settings, environment)
