@@ -1,22 +1,29 @@
-"""The ``textflix`` command: build, report, serve, up, export.
+"""The ``textflix`` command: build, report, serve, up, export, settings.
 
-Flags are generated from ``Settings``: ``--data-dir`` is the field ``data_dir``
-and the environment variable ``TEXTFLIX_DATA_DIR``; a flag beats the variable.
+Every setting is a field of ``Settings``: ``data_dir`` is the environment variable ``TEXTFLIX_DATA_DIR``
+and ``--set data_dir=VALUE``; the few a user needs (each ``Command``'s ``flags``) are flags too, ``--data-dir``.
+A flag or ``--set`` beats the variable; ``textflix settings`` lists them all.
 """
 
 import argparse
 import ctypes
+import difflib
+import inspect
 import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 from collections.abc import MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import SecretStr, ValidationError
+from pydantic_core import to_jsonable_python
+from pydantic_settings import BaseSettings
 
 from app.db import database_problem, display_url, make_engine
 from app.logs import configure_logging, quiet_transformers
@@ -26,27 +33,62 @@ from app.web.export import WRITERS
 from model.config import ConfigGroup, LimeConfig, Sources
 
 FLAG_NAMES = {"database_url": "--database"}
-# Each command takes the flags of these groups; "build" also takes every group that shapes the build.
-COMMANDS: dict[str, tuple[str, list[type[ConfigGroup]]]] = {
-    "build": ("Run the offline pipeline (resumable) and print a summary.", [Storage, Compute, BuildEngine, Sources]),
-    "report": ("Print the latest run record.", [Storage]),
-    "serve": ("Start the web server on the database.", [Storage, Compute, Server, Pages, LimeConfig, ApiLimits]),
-    "up": (
+# The settings that are flags of their own, in the order of the help: the ones a user needs. Every
+# other setting of a command's groups is a --set NAME=VALUE of it.
+STORAGE_FLAGS = ("data_dir", "database_url")
+BUILD_FLAGS = (
+    *STORAGE_FLAGS, "imdb", "movies", "sst2", "rationales", "device", "seed", "titles", "engine", "ray_address"
+)  # fmt: skip
+SERVE_FLAGS = (*STORAGE_FLAGS, "device", "host", "port", "workers", "trusted_proxies", "allow_anonymous_writes")
+# `up` serves this machine (a proxy in front is `serve`'s): its trusted proxies are a --set.
+UP_FLAGS = tuple(name for name in dict.fromkeys(BUILD_FLAGS + SERVE_FLAGS) if name != "trusted_proxies")
+EVERY_GROUP = [Storage, Compute, BuildEngine, Sources, Server, Pages, LimeConfig, ApiLimits]
+
+
+class Command(NamedTuple):
+    help: str
+    groups: list[type[ConfigGroup]]  # the settings it takes; with ``builds``, every group that shapes the build too
+    flags: tuple[str, ...] = STORAGE_FLAGS
+    builds: bool = False
+
+
+COMMANDS: dict[str, Command] = {
+    "build": Command(
+        "Run the offline pipeline (resumable) and print a summary.",
+        [Storage, Compute, BuildEngine, Sources], BUILD_FLAGS, builds=True,
+    ),  # fmt: skip
+    "report": Command("Print the latest run record.", [Storage]),
+    "serve": Command(
+        "Start the web server on the database.", [Storage, Compute, Server, Pages, LimeConfig, ApiLimits], SERVE_FLAGS
+    ),
+    "up": Command(
         "Build the database's catalogue if it is missing, serve it at once, and do the rest of the build in the "
         "background: the site shows each model as soon as it is ready.",
-        [Storage, Compute, BuildEngine, Sources, Server, Pages, LimeConfig, ApiLimits],
+        EVERY_GROUP, UP_FLAGS, builds=True,
+    ),  # fmt: skip
+    "export": Command(
+        "Write every catalogue review with its predictions, explanations and their trust figures.", [Storage]
     ),
-    "export": ("Write every catalogue review with its predictions, explanations and their trust figures.", [Storage]),
+    "settings": Command(
+        "List every setting: its environment variable, its value (from the environment and --set), its default "
+        "and what it does.",
+        EVERY_GROUP, (), builds=True,
+    ),  # fmt: skip
 }
-# Each command's own arguments, beside the flags of its settings groups: (flag, argparse keywords with a dest).
+# Each command's own arguments, beside its settings: (flag, argparse keywords with a dest).
+AS_JSON = ("--json", dict(dest="as_json", action="store_true", help="Print JSON."))
 OPTIONS: dict[str, list[tuple[str, dict]]] = {
-    "report": [("--json", dict(dest="as_json", action="store_true", help="Print JSON."))],
+    "report": [AS_JSON],
     "export": [
         ("--format", dict(dest="export_format", choices=tuple(WRITERS), default="jsonl", help="JSON Lines or CSV.")),
         ("--output", dict(dest="output", type=Path, help="The file to write; standard output without it.")),
     ],
+    "settings": [AS_JSON],
 }
-BUILDING = {"build", "up"}
+SET_HELP = (
+    "A setting, by its field name (repeatable): `textflix settings` or --help-all lists them all. "
+    "It beats the setting's environment variable, TEXTFLIX_NAME."
+)
 # uvicorn restarts a worker that does not answer its supervisor's ping within this many seconds
 # (its default, 5, is short for a worker whose CPU is busy with model calls).
 WORKER_PING_TIMEOUT_S = 30
@@ -58,40 +100,123 @@ class CommandError(Exception):
     """A command cannot do its work; the message says why, in one sentence."""
 
 
+class SettingError(ValueError):
+    """A --set that names no setting of the command, or one it cannot take; the message says which."""
+
+
+class Invocation(NamedTuple):
+    command: str
+    settings: Settings
+    options: dict  # the command's own arguments (OPTIONS)
+
+
 def command_fields(command: str, settings_type: type[Settings]) -> list[str]:
-    """The settings fields that ``command`` takes as flags, in group order."""
-    groups = [settings_type.group_class(group) for group in COMMANDS[command][1]]
-    if command in BUILDING:
+    """The settings fields of ``command``'s groups, in group order."""
+    groups = [settings_type.group_class(group) for group in COMMANDS[command].groups]
+    if COMMANDS[command].builds:
         groups += settings_type.build_groups()
-    fields = dict.fromkeys(name for group in groups for name in group.model_fields)
-    return [name for name in fields if not (settings_type.model_fields[name].json_schema_extra or {}).get("env_only")]
+    return list(dict.fromkeys(name for group in groups for name in group.model_fields))
+
+
+def env_only(settings_type: type[Settings], name: str) -> bool:
+    """Whether setting ``name`` is read from its environment variable only (a secret would show in `ps`)."""
+    return bool((settings_type.model_fields[name].json_schema_extra or {}).get("env_only"))
+
+
+def flag_of(name: str) -> str:
+    return FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
 
 
 def parser(settings_type: type[Settings] = Settings) -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="textflix", description=__doc__.splitlines()[0])
     commands = top.add_subparsers(dest="command", required=True)
-    for name, (help_text, _) in COMMANDS.items():
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        for field in command_fields(name, settings_type):
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(name, help=command.help, description=command.help)
+        for field in command.flags:
             info = settings_type.model_fields[field]
-            flag = FLAG_NAMES.get(field, "--" + field.replace("_", "-"))
-            env = f"TEXTFLIX_{field.upper()}"
-            kwargs = {"dest": field, "default": argparse.SUPPRESS, "help": f"{info.description} [{env}]"}
+            help_text = f"{info.description} [TEXTFLIX_{field.upper()}]"
+            kwargs = {"dest": field, "default": argparse.SUPPRESS, "help": help_text}
             if info.annotation is bool:
                 kwargs["action"] = argparse.BooleanOptionalAction
-            sub.add_argument(flag, **kwargs)
+            sub.add_argument(flag_of(field), **kwargs)
+        if set(command_fields(name, settings_type)) - set(command.flags):
+            sub.add_argument(
+                "--set", dest="set_values", action="append", default=[], metavar="NAME=VALUE", help=SET_HELP
+            )
+            sub.add_argument(
+                "--help-all", action=HelpAll, command=name, settings_type=settings_type,
+                help="Show this help and every setting this command takes, then exit.",
+            )  # fmt: skip
         for flag, kwargs in OPTIONS.get(name, ()):
             sub.add_argument(flag, **kwargs)
     return top
 
 
-def main(argv: list[str] | None = None, settings_type: type[Settings] = Settings) -> int:
+class HelpAll(argparse.Action):
+    """``--help-all``: the help, then every setting of the command, as ``textflix settings`` lists them."""
+
+    def __init__(self, option_strings, dest, command: str, settings_type: type[Settings], **kwargs):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
+        self.command, self.settings_type = command, settings_type
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.print_help()
+        print(f"\nEvery setting of `textflix {self.command}` (--set NAME=VALUE, or TEXTFLIX_NAME):\n")
+        print(settings_text(settings_listing(self.settings_type, command_fields(self.command, self.settings_type))))
+        parser.exit()
+
+
+def parse_command(argv: list[str] | None = None, settings_type: type[Settings] = Settings) -> Invocation:
+    """The command ``argv`` runs, with its settings (its flags and --set over the environment) and its own
+    options; ``SettingError`` or pydantic's ``ValidationError`` for a setting it cannot take."""
     args = vars(parser(settings_type).parse_args(argv))
     command = args.pop("command")
     options = {kwargs["dest"]: args.pop(kwargs["dest"]) for _, kwargs in OPTIONS.get(command, ())}
+    for name, value in set_values(command, args.pop("set_values", []), settings_type).items():
+        if name in args:
+            raise SettingError(f"{name} is given twice: {flag_of(name)} and --set {name}=")
+        args[name] = value
+    return Invocation(command, settings_type(**args), options)
+
+
+def set_values(command: str, given: list[str], settings_type: type[Settings]) -> dict[str, str]:
+    """The values of ``--set NAME=VALUE`` arguments by field name (the last one of a name wins), as text for
+    pydantic to read as it reads the environment variable."""
+    fields = command_fields(command, settings_type)
+    values = {}
+    for argument in given:
+        name, equals, value = argument.partition("=")
+        name = name.strip().lower().replace("-", "_")
+        if not equals or not name:
+            raise SettingError(f"--set {argument}: write it as --set NAME=VALUE")
+        if name not in fields:
+            raise SettingError(unknown_setting(command, name, fields, settings_type))
+        if env_only(settings_type, name):
+            raise SettingError(
+                f"--set {name}: this setting is read only from TEXTFLIX_{name.upper()}: on a command line it would "
+                "show in `ps`"
+            )
+        values[name] = value
+    return values
+
+
+def unknown_setting(command: str, name: str, fields: list[str], settings_type: type[Settings]) -> str:
+    """Why ``name`` is no setting of ``command``: another command's, or a misspelling of the closest names."""
+    if name in settings_type.model_fields:
+        others = [other for other in COMMANDS if other != "settings" and name in command_fields(other, settings_type)]
+        return f"--set {name}: not a setting of `textflix {command}` (it is one of `textflix {' | '.join(others)}`)"
+    closest = difflib.get_close_matches(name, fields, n=3, cutoff=0.5)
+    hint = f"; the closest: {', '.join(closest)}" if closest else ""
+    return f"--set {name}: no such setting of `textflix {command}` (`textflix settings` lists them){hint}"
+
+
+def main(argv: list[str] | None = None, settings_type: type[Settings] = Settings) -> int:
     configure_logging()
     try:
-        settings = settings_type(**args)
+        command, settings, options = parse_command(argv, settings_type)
+    except SettingError as error:
+        print(f"textflix: error: {error}", file=sys.stderr)
+        return 2
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
         print(f"textflix: error: {problems}", file=sys.stderr)
@@ -247,7 +372,7 @@ def with_local_writes(settings: Settings) -> Settings:
 
 def build_for_the_site(settings: Settings) -> tuple[list[str], Settings]:
     """Run the build up to the last step the site needs; the steps still to do after it, and the
-    settings it was built with (--recipe auto made concrete), which the rest must be built with."""
+    settings it was built with (recipe auto made concrete), which the rest must be built with."""
     from app.offline.pipeline import Pipeline
     from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps
 
@@ -264,7 +389,7 @@ def build_for_the_site(settings: Settings) -> tuple[list[str], Settings]:
 def background_build(settings: Settings, steps: list[str]):
     """``textflix build`` with ``settings`` in a process of its own, its output on this console, for
     as long as the block runs; it dies with this process, so a killed ``up`` resumes as a killed build does.
-    Every setting reaches it as a variable, so it cannot make --recipe auto concrete itself: ``settings``
+    Every setting reaches it as a variable, so it cannot make recipe auto concrete itself: ``settings``
     must be the concrete ones the build so far stored (else it refuses the database as built with others)."""
     environment = dict(os.environ)
     put_in_environment(settings, environment)
@@ -309,7 +434,77 @@ def export(settings: Settings, export_format: str = "jsonl", output: Path | None
     return 0
 
 
-COMMAND_FUNCTIONS = {"build": build, "report": report, "serve": serve, "up": up, "export": export}
+def list_settings(settings: Settings, as_json: bool = False) -> int:
+    listing = settings_listing(type(settings), list(type(settings).model_fields), settings)
+    print(json.dumps(listing, indent=2) if as_json else settings_text(listing))
+    return 0
+
+
+COMMAND_FUNCTIONS = {
+    "build": build, "report": report, "serve": serve, "up": up, "export": export, "settings": list_settings
+}  # fmt: skip
+
+
+def settings_listing(settings_type: type[Settings], fields: list[str], settings: Settings | None = None) -> list[dict]:
+    """Settings ``fields``, JSON-ready, group by group: each one's group, name, environment variable, value in
+    ``settings`` (when given), default, description, and whether it is read from the environment only."""
+    values = settings.model_dump(mode="json") if settings is not None else {}
+    listing = []
+    for group, names in declaring_groups(settings_type, fields).items():
+        for name in names:
+            info = settings_type.model_fields[name]
+            listing.append({
+                "group": group, "name": name, "environment_variable": f"TEXTFLIX_{name.upper()}",
+                **({"value": values[name]} if settings is not None else {}),
+                "default": to_jsonable_python(info.get_default(call_default_factory=True)),
+                "description": info.description, "env_only": env_only(settings_type, name),
+            })  # fmt: skip
+    return listing
+
+
+def declaring_groups(settings_type: type[Settings], fields: list[str]) -> dict[str, list[str]]:
+    """``fields`` under the name of the settings group that declares each, in the settings' order of groups."""
+    groups: dict[str, list[str]] = {}
+    placed = set()
+    for group in settings_type.__mro__:
+        if issubclass(group, ConfigGroup) and not issubclass(group, BaseSettings):
+            for name in inspect.get_annotations(group):
+                if name in fields and name not in placed:
+                    groups.setdefault(group.__name__, []).append(name)
+                    placed.add(name)
+    return groups
+
+
+def settings_text(listing: list[dict]) -> str:
+    """``settings_listing`` for a person: a block per group, a line per setting, its description below it."""
+    lines, group = [], None
+    for setting in listing:
+        if setting["group"] != group:
+            group = setting["group"]
+            lines += [""] * bool(lines) + [group]
+        name, default = setting["name"], shown(setting["default"])
+        if "value" not in setting:
+            head = f"{name}  (default {default})"
+        elif setting["value"] == setting["default"]:
+            head = f"{name} = {default}"
+        else:
+            head = f"{name} = {shown(setting['value'])}  (default {default})"
+        variable = setting["environment_variable"] + " only" * setting["env_only"]
+        lines.append(f"  {head}  [{variable}]")
+        lines += textwrap.wrap(setting["description"] or "", width=100, initial_indent=INDENT, subsequent_indent=INDENT)
+    return "\n".join(lines)
+
+
+INDENT = " " * 6  # a setting's description, under its name
+
+
+def shown(value) -> str:
+    """A setting's JSON-ready value as a person writes it."""
+    if value is None:
+        return "unset"
+    return value if isinstance(value, str) and value else json.dumps(value)
+
+
 
 
 def existing_engine(settings: Settings):

@@ -2,9 +2,10 @@
 
 ``Settings`` is the union of typed groups (``model.config.ConfigGroup``), each declared
 next to the code it configures. Every field is an environment variable
-``TEXTFLIX_<NAME>`` and, for the commands whose groups include it, a flag ``--<name>``
-(``app.cli``). The fields of the groups that ``shapes_build`` make up the build config:
-the run record stores it, and a rerun with other values is refused (``app.offline.pipeline``).
+``TEXTFLIX_<NAME>`` and, for the commands whose groups include it, a ``--set NAME=VALUE``;
+the few a user needs are flags too, ``--<name>`` (``app.cli``). The fields of the groups that
+``shapes_build`` make up the build config: the run record stores it, and a rerun with other
+values is refused (``app.offline.pipeline``).
 Adding a setting is adding a field to its group.
 """
 
@@ -78,7 +79,7 @@ class BuildEngine(ConfigGroup):
 class CurveConfig(ConfigGroup):
     shapes_build = True
 
-    # NoDecode: the environment variable is read like the flag, not as JSON only.
+    # NoDecode: the environment variable is read like --set, not as JSON only.
     learning_curve: Annotated[list[int], NoDecode] = Field(
         [100, 200, 500, 1000, 2000, 5000],
         description="Training-set sizes of the learning curve, comma-separated; BERT is trained at the "
@@ -104,7 +105,7 @@ class CurveConfig(ConfigGroup):
 
 class Server(ConfigGroup):
     host: str = Field("127.0.0.1", description="Address the server listens on.")
-    # NoDecode: the environment variable is read like the flag, not as JSON only.
+    # NoDecode: the environment variable is read like --set, not as JSON only.
     trusted_proxies: Annotated[list[str], NoDecode] = Field(
         [],
         description="Addresses (or networks, or *) of the proxies in front of the server, comma-separated: only "
@@ -153,7 +154,7 @@ class ApiLimits(ConfigGroup):
         6 * 1024 * 1024, ge=1024, description="Largest request body the API reads, in bytes."
     )
     max_per_page: int = Field(100, ge=1, description="Most items on one page of a paginated API answer.")
-    # No flag: a token on the command line would show in `ps`.
+    # Read from the environment only: a token on the command line would show in `ps`.
     api_token: SecretStr | None = Field(
         None,
         description="When set, every POST to /api/, and GET /api/export.jsonl, need `Authorization: Bearer <token>`.",

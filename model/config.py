@@ -3,7 +3,7 @@
 Each group is what one part of ``model/`` is configured with (``BertConfig`` is what
 ``model.bert`` trains with, ``SplitConfig`` how ``model.data`` splits the archive, ...).
 ``app.settings.Settings`` inherits every group (it adds the web server's), so a field
-added to a group is at once an environment variable, a command-line flag and, in a group
+added to a group is at once an environment variable, a command-line ``--set`` and, in a group
 that ``shapes_build``, part of the build's fingerprint and run record. This module
 imports nothing heavy, so that the command line starts fast.
 """

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.cli import parser
+from app.cli import parse_command, parser
 from app.offline.pipeline import BuildError, Pipeline
 from app.offline.steps.data import ReadData, sentence_rows
 from app.settings import Settings
@@ -110,8 +110,8 @@ def test_a_database_of_an_earlier_data_version_is_refused(recorded, tiny_archive
         config["data_version"] = recorded
     with session_scope(engine) as session:
         session.add(Run(config=config, steps={"data": {"seconds": 1}}, counts={}, metrics={}))
-    args = ["build", "--imdb", str(tiny_archive), "--data-dir", str(tmp_path / "data"), "--train-size", "2"]
-    assert main([*args, "--eval-size", "all"]) == 1
+    args = ["build", "--imdb", str(tiny_archive), "--data-dir", str(tmp_path / "data"), "--set", "train_size=2"]
+    assert main([*args, "--set", "eval_size=all"]) == 1
     assert "was built with other settings (data_version)" in capsys.readouterr().err
 
 
@@ -286,8 +286,8 @@ def test_the_official_url_is_checked_against_the_official_digest(monkeypatch):
     assert Sources(imdb_sha256=f" {digest.upper()} ").expected_sha256 == digest
     with pytest.raises(ValidationError, match="a SHA-256 is 64 hexadecimal digits"):
         Sources(imdb_sha256="abc")
-    args = vars(parser().parse_args(["build", "--imdb-sha256", digest]))
-    assert Settings(**{k: v for k, v in args.items() if k != "command"}).group(Sources).expected_sha256 == digest
+    settings = parse_command(["build", "--set", f"imdb_sha256={digest}"]).settings
+    assert settings.group(Sources).expected_sha256 == digest
     monkeypatch.setenv("TEXTFLIX_IMDB_SHA256", digest)
     assert Settings().imdb_sha256 == digest
 

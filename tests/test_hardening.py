@@ -258,7 +258,7 @@ def test_a_client_over_the_rate_limit_gets_429_with_retry_after(web_database):
 def test_a_rate_limit_that_is_not_one_is_refused_saying_how_to_write_it(capsys):
     from app.cli import main
 
-    assert main(["serve", "--rate-limit", "60 a minute"]) == 2
+    assert main(["serve", "--set", "rate_limit=60 a minute"]) == 2
     error = capsys.readouterr().err
     assert "'60 a minute' is not a rate limit: write it as '60/minute', or several as '5/second;300/hour'" in error
 
@@ -388,7 +388,7 @@ def test_a_stopping_server_lets_the_requests_under_way_finish_for_its_grace(web_
     url = f"http://127.0.0.1:{port}"
     command = [
         sys.executable, "-m", "tests.stand_in_server", "serve", "--database", web_database, "--data-dir", str(tmp_path),
-        "--port", str(port), "--shutdown-grace-s", str(grace), "--explain-workers", "2", "--lime-samples", "16",
+        "--port", str(port), "--set", f"shutdown_grace_s={grace}", "--set", "explain_workers=2", "--set", "lime_samples=16",
     ]  # fmt: skip
     with open(tmp_path / "serve.log", "wb") as log:
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

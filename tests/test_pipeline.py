@@ -36,10 +36,10 @@ from tests.conftest import (
 )
 
 SMALL = [
-    "--train-size", "24", "--titles", "2", "--eval-size", "30", "--epochs", "1",
-    "--max-length", "96", "--calibration-folds", "2", "--prior-reviews", "40", "--lime-samples", "8",
-    "--word-lime-samples", "20",
-    "--learning-curve", "12,24,48", "--curve-seeds", "2",
+    "--set", "train_size=24", "--titles", "2", "--set", "eval_size=30", "--set", "epochs=1",
+    "--set", "max_length=96", "--set", "calibration_folds=2", "--set", "prior_reviews=40", "--set", "lime_samples=8",
+    "--set", "word_lime_samples=20",
+    "--set", "learning_curve=12,24,48", "--set", "curve_seeds=2",
 ]  # fmt: skip
 TABLES = ["movies", "reviews", "predictions", "sentences", "sentence_weights", "word_weights", "explanations", "runs"]
 
@@ -86,7 +86,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews, er
     needs_shared_data()
     sst2 = tmp_path / "sst2_dev.tsv"  # a handful of SST-2's one-line reviews, as an evaluation set
     sst2.write_text("".join(SHARED_SST2.read_text(encoding="utf-8").splitlines(keepends=True)[:9]), encoding="utf-8")
-    extra = ("--movies", str(SHARED_MOVIES), "--sst2", str(sst2), "--curve-eval-size", "20",
+    extra = ("--movies", str(SHARED_MOVIES), "--sst2", str(sst2), "--set", "curve_eval_size=20",
              "--rationales", str(eraser_with_markup))  # fmt: skip
     assert main(build_args(tmp_path, SHARED_ARCHIVE, *extra)) == 0
     summary = capsys.readouterr().out
@@ -304,9 +304,9 @@ def test_up_serves_the_catalogue_at_once_while_a_background_build_does_the_rest(
     # gets settings auto made concrete (--length-exponent -0.5 among them), else it refuses the database.
     command = [
         sys.executable, "-m", "app.cli", "up", *build_args(tmp_path, real_subset_archive)[1:],
-        "--learning-curve", "12,24", "--curve-seeds", "3", "--port", str(port), "--device", "cpu",
-        "--recipe", "auto", "--teacher-model", MINILM, "--teacher-frozen-layers", "0", "--unlabeled", "20",
-        "--teacher-cuts", "1",
+        "--set", "learning_curve=12,24", "--set", "curve_seeds=3", "--port", str(port), "--device", "cpu",
+        "--set", "recipe=auto", "--set", f"teacher_model={MINILM}", "--set", "teacher_frozen_layers=0",
+        "--set", "unlabeled=20", "--set", "teacher_cuts=1",
     ]  # fmt: skip
     progress = re.compile(r'role="status">The learning curve is being computed: (\d+) of 12 models\.')
     first_log = tmp_path / "first.log"
@@ -368,9 +368,9 @@ def test_truncated_archive_stops_the_build_and_creates_no_database(tmp_path, rea
 
 
 def test_bad_settings_are_reported(tmp_path, capsys):
-    assert main(["build", "--train-size", "many", "--data-dir", str(tmp_path)]) == 2
+    assert main(["build", "--set", "train_size=many", "--data-dir", str(tmp_path)]) == 2
     assert "train_size" in capsys.readouterr().err
-    assert main(["build", "--curve-seeds", "0", "--data-dir", str(tmp_path)]) == 2
+    assert main(["build", "--set", "curve_seeds=0", "--data-dir", str(tmp_path)]) == 2
     assert "curve_seeds" in capsys.readouterr().err
     assert main(["report", "--data-dir", str(tmp_path)]) == 1
     assert "No database at" in capsys.readouterr().err
@@ -436,7 +436,7 @@ def test_nbsvm_is_done_before_bert_trains_and_a_build_killed_in_berts_training_r
 ):
     db = tmp_path / "data" / "textflix.db"
     # no calibration folds: every step ahead of BERT's explanations can be estimated
-    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive), "--calibration-folds", "0"]
+    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive), "--set", "calibration_folds=0"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     progress = None

@@ -31,10 +31,9 @@ needs_ray = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install -e '.[ray]'; CI installs it)"
 )
 TINY = [
-    "--train-size", "24", "--titles", "2", "--eval-size", "20", "--epochs", "1", "--max-length", "96",
-    "--calibration-folds", "0", "--prior-reviews", "20", "--lime-samples", "8", "--word-lime-samples", "20",
-    "--faithfulness-draws", "2",
-    "--learning-curve", "",
+    "--set", "train_size=24", "--titles", "2", "--set", "eval_size=20", "--set", "epochs=1", "--set", "max_length=96",
+    "--set", "calibration_folds=0", "--set", "prior_reviews=20", "--set", "lime_samples=8",
+    "--set", "word_lime_samples=20", "--set", "faithfulness_draws=2", "--set", "learning_curve=",
 ]  # fmt: skip
 # Every row the per-review steps write or read, with every column but the reviews' creation times.
 TABLES = {

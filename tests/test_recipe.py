@@ -28,10 +28,10 @@ from tests.conftest import ROOT, SUBSET_UNSUP, write_archive
 
 UNLABELED = 120
 ARGS = [
-    "--recipe", "distill", "--teacher-model", MINILM, "--teacher-epochs", "1", "--student-epochs", "1",
-    "--unlabeled", str(UNLABELED), "--train-size", "24", "--titles", "1", "--eval-size", "20", "--epochs", "1",
-    "--prior-reviews", "20", "--lime-samples", "8", "--word-lime-samples", "10", "--faithfulness-draws", "2",
-    "--learning-curve", "",
+    "--set", "recipe=distill", "--set", f"teacher_model={MINILM}", "--set", "teacher_epochs=1",
+    "--set", "student_epochs=1", "--set", f"unlabeled={UNLABELED}", "--set", "train_size=24", "--titles", "1",
+    "--set", "eval_size=20", "--set", "epochs=1", "--set", "prior_reviews=20", "--set", "lime_samples=8",
+    "--set", "word_lime_samples=10", "--set", "faithfulness_draws=2", "--set", "learning_curve=",
 ]  # fmt: skip
 
 
@@ -78,7 +78,7 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     # a student that reads sentence by sentence, taught by a teacher that reads whole texts: each
     # unlabeled review, and a run of sentences cut from it, shuffled with its review
     command = [sys.executable, "-m", "app.cli", "build", "--imdb", str(archive), "--data-dir", str(data), *ARGS,
-               "--pooling", "sentences", "--teacher-cuts", "2", "--student-batches", "together"]  # fmt: skip
+               "--set", "pooling=sentences", "--set", "teacher_cuts=2", "--set", "student_batches=together"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -207,7 +207,7 @@ def test_a_teacher_with_every_layer_frozen_is_refused_naming_the_setting(tmp_pat
     """--recipe auto on a CPU freezes 8 of MPNet's 12 layers; a smaller --teacher-model given instead
     would have nothing left to train: the build says which setting to change."""
     arguments = ["build", "--imdb", str(real_subset_archive), "--data-dir", str(tmp_path), *ARGS]
-    result = subprocess.run([sys.executable, "-m", "app.cli", *arguments, "--teacher-frozen-layers", "6"], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "app.cli", *arguments, "--set", "teacher_frozen_layers=6"], cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert (
@@ -242,7 +242,7 @@ def test_with_no_label_reviews_the_teacher_labels_only_the_runs(tmp_path, real_s
 
 
 def test_no_label_reviews_without_runs_is_refused_before_the_database_is_made(tmp_path, real_subset_archive):
-    arguments = ["build", "--imdb", str(real_subset_archive), "--data-dir", str(tmp_path), *ARGS, "--no-label-reviews"]
+    arguments = ["build", "--imdb", str(real_subset_archive), "--data-dir", str(tmp_path), *ARGS, "--set", "label_reviews=false"]
     result = subprocess.run([sys.executable, "-m", "app.cli", *arguments], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr

@@ -1,14 +1,15 @@
-"""A build setting is one edit: a field added to a settings group reaches the command-line
-flag, the environment variable, the run record, the check that refuses mixed builds and the
-config the model is trained with."""
+"""A build setting is one edit: a field added to a settings group reaches the command line
+(``--set``), the environment variable, ``textflix settings``, the run record, the check that refuses
+mixed builds and the config the model is trained with. The help shows the few settings a user needs."""
 
 import json
+import re
 import sqlite3
 
 import pytest
 from pydantic import Field
 
-from app.cli import parser
+from app.cli import SettingError, command_fields, main, parse_command
 from app.offline.pipeline import BuildError, Pipeline
 from app.offline.steps.data import ReadData
 from app.offline.steps.training import Train
@@ -40,14 +41,14 @@ def nbsvm_fingerprint(pipeline: Pipeline) -> str:
     return pipeline.fingerprint(Train(NBSVM).groups)
 
 
-def test_the_new_field_is_a_flag_and_an_environment_variable(monkeypatch):
+def test_the_new_field_is_a_set_name_and_an_environment_variable(monkeypatch):
     for command in ("build", "up"):
-        args = parser(ExtendedSettings).parse_args([command, "--nbsvm-alpha", "0.5"])
-        assert ExtendedSettings(**{k: v for k, v in vars(args).items() if k != "command"}).nbsvm_alpha == 0.5
-    with pytest.raises(SystemExit):  # the server does not build, so it has no such flag
-        parser(ExtendedSettings).parse_args(["serve", "--nbsvm-alpha", "0.5"])
+        assert parse_command([command, "--set", "nbsvm_alpha=0.5"], ExtendedSettings).settings.nbsvm_alpha == 0.5
+    with pytest.raises(SettingError, match="not a setting of `textflix serve`"):  # the server does not build
+        parse_command(["serve", "--set", "nbsvm_alpha=0.5"], ExtendedSettings)
     monkeypatch.setenv("TEXTFLIX_NBSVM_ALPHA", "0.25")
     assert ExtendedSettings().nbsvm_alpha == 0.25
+    assert parse_command(["build", "--set", "NBSVM-Alpha=0.5"], ExtendedSettings).settings.nbsvm_alpha == 0.5
     assert "nbsvm_alpha" in ExtendedSettings().build_config()
     assert "nbsvm_alpha" not in Settings().build_config()
 
@@ -102,3 +103,80 @@ def test_a_model_trained_by_an_earlier_build_is_reused_with_its_facts(tmp_path, 
     second = build(real_subset_archive, data, lime_samples=128, database_url=f"sqlite:///{tmp_path / 'other.db'}")
     assert model_file.stat().st_mtime_ns == trained_at
     assert second.run_record().steps[NBSVM]["labelled"] == first.run_record().steps[NBSVM]["labelled"] == 20
+
+
+USER_FLAGS = {
+    "build": {"--data-dir", "--database", "--imdb", "--movies", "--sst2", "--rationales", "--device", "--seed",
+              "--titles", "--engine", "--ray-address"},
+    "serve": {"--data-dir", "--database", "--device", "--host", "--port", "--workers", "--trusted-proxies",
+              "--allow-anonymous-writes"},
+    "report": {"--data-dir", "--database"},
+    "export": {"--data-dir", "--database"},
+}  # fmt: skip
+USER_FLAGS["up"] = USER_FLAGS["build"] | USER_FLAGS["serve"] - {"--trusted-proxies"}
+OWN_OPTIONS = {"--help", "--set", "--help-all", "--json", "--format", "--output"}
+
+
+def help_text(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as exit:
+        main(list(argv))
+    assert exit.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", USER_FLAGS)
+def test_the_help_shows_only_the_settings_a_user_needs(capsys, command):
+    flags = set(re.findall(r"(?<![\w-])--(?!no-)[a-z][a-z0-9-]*", help_text(capsys, command, "--help"))) - OWN_OPTIONS
+    assert flags == USER_FLAGS[command] and len(flags) <= 15
+
+
+def test_help_all_shows_every_setting_of_the_command(capsys):
+    text = help_text(capsys, "serve", "--help-all")
+    assert all(f"  {name}  (default " in text for name in command_fields("serve", Settings))
+    assert "TEXTFLIX_LIME_KERNEL_WIDTH" in text and "nbsvm_c" not in text  # serve's groups only
+
+
+def test_set_reaches_a_hidden_setting_and_the_run_record_and_beats_the_variable(tmp_path, real_subset_archive, monkeypatch):
+    monkeypatch.setenv("TEXTFLIX_LIME_SAMPLES", "128")
+    values = [f"{name}={value}" for name, value in SMALL.items() if name != "titles"] + ["lime-samples=64"]
+    argv = ["build", "--imdb", str(real_subset_archive), "--data-dir", str(tmp_path / "data"), "--titles", "2"]
+    settings = parse_command([*argv, *(part for value in values for part in ("--set", value))]).settings
+    assert (settings.lime_samples, settings.learning_curve, settings.train_size) == (64, [], 20)
+    pipeline = Pipeline(settings, [ReadData(), Train(NBSVM)], progress=False)
+    pipeline.run()
+    assert pipeline.run_record().config["lime_samples"] == 64
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["build", "--set", "lime_sample=3"], "--set lime_sample: no such setting of `textflix build` (`textflix settings` "
+                                              "lists them); the closest: lime_samples"),
+        (["serve", "--set", "nbsvm_c=1"], "--set nbsvm_c: not a setting of `textflix serve` (it is one of `textflix build | up`)"),
+        (["build", "--set", "lime_samples=many"], "lime_samples: Input should be a valid integer"),
+        (["serve", "--set", "api_token=s3cret"], "--set api_token: this setting is read only from TEXTFLIX_API_TOKEN"),
+        (["build", "--set", "lime_samples"], "--set lime_samples: write it as --set NAME=VALUE"),
+        (["build", "--titles", "3", "--set", "titles=4"], "titles is given twice: --titles and --set titles="),
+    ],
+)  # fmt: skip
+def test_a_set_that_cannot_be_taken_is_refused_in_one_line(capsys, argv, message):
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"textflix: error: {message}") and error.count("\n") == 1
+
+
+def test_settings_lists_every_setting_with_its_value(capsys, monkeypatch):
+    monkeypatch.setenv("TEXTFLIX_TITLES", "all")
+    monkeypatch.setenv("TEXTFLIX_API_TOKEN", "s3cret")
+    assert main(["settings", "--json", "--set", "lime_samples=64"]) == 0
+    settings = json.loads(capsys.readouterr().out)
+    listing = {setting["name"]: setting for setting in settings}
+    assert len(settings) == len(Settings.model_fields) and set(listing) == set(Settings.model_fields)
+    assert (listing["lime_samples"]["value"], listing["lime_samples"]["default"]) == (64, 512)
+    assert listing["titles"]["value"] == "all" and listing["titles"]["environment_variable"] == "TEXTFLIX_TITLES"
+    assert listing["api_token"]["value"] == "**********" and listing["api_token"]["env_only"]
+    assert listing["nbsvm_c"]["group"] == "NbsvmConfig" and listing["nbsvm_c"]["description"]
+    assert main(["settings", "--set", "lime_samples=64"]) == 0
+    text = capsys.readouterr().out
+    assert "  lime_samples = 64  (default 512)  [TEXTFLIX_LIME_SAMPLES]\n" in text and "s3cret" not in text
+    assert "\nNbsvmConfig\n  nbsvm_c = 0.1  [TEXTFLIX_NBSVM_C]\n" in text
