@@ -83,7 +83,7 @@ class CurveConfig(ConfigGroup):
     learning_curve: Annotated[list[int], NoDecode] = Field(
         [100, 200, 500, 1000, 2000, 5000],
         description="Training-set sizes of the learning curve, comma-separated; BERT is trained at the "
-        "sizes up to --train-size, and above it only on CUDA. Empty: no curve.",
+        "sizes up to train_size, and above it only on CUDA. Empty: no curve.",
     )
     curve_seeds: int = Field(
         3, ge=1, description="Seeds per point of the learning curve (each draws its own sample and training run)."

@@ -173,7 +173,7 @@ class TeacherConfig(Seeded):
     teacher_epochs: int = Field(3, ge=1, description="Teacher fine-tuning epochs.")
     teacher_learning_rate: float = Field(5e-5, gt=0, description="Teacher peak learning rate.")
     teacher_frozen_layers: int = Field(
-        0, ge=0, description="The teacher's --frozen-layers: its lowest encoder layers left as pretrained, run once."
+        0, ge=0, description="The teacher's frozen_layers: its lowest encoder layers left as pretrained, run once."
     )
 
 
@@ -184,11 +184,11 @@ class RecipeConfig(Seeded):
 
     recipe: Literal["auto", "plain", "distill"] = Field(
         AUTO,
-        description="plain: fine-tune --base-model on the labelled reviews. distill: fine-tune --teacher-model "
-        "on them, let it label --unlabeled reviews of train/unsup, and train --base-model (the served BERT) "
+        description="plain: fine-tune base_model on the labelled reviews. distill: fine-tune teacher_model "
+        "on them, let it label unlabeled reviews of train/unsup, and train base_model (the served BERT) "
         "on the labelled reviews plus the teacher's soft labels. auto: the database's own recipe when it has "
         "one; else distill: on CUDA serving a model of the teacher's size, on a CPU the MiniLM sentence model "
-        "with the teacher's lower layers frozen, 2,000 unlabeled reviews, --teacher-cuts 4 and --length-exponent "
+        "with the teacher's lower layers frozen, 2,000 unlabeled reviews, teacher_cuts 4 and length_exponent "
         "-0.5 (the settings given keep their value).",
     )
     unlabeled: int = Field(
@@ -196,19 +196,19 @@ class RecipeConfig(Seeded):
     )
     student_epochs: int = Field(2, ge=1, description="Epochs of the served model over labelled plus teacher-labelled reviews.")
     teacher_cuts: int = Field(
-        0, ge=0, description="Runs of 1–3 sentences cut from each --unlabeled review, at random places, that the "
+        0, ge=0, description="Runs of 1–3 sentences cut from each unlabeled review, at random places, that the "
         "teacher labels too, each read alone: what the student learns of a short text is the teacher's reading "
         "of it rather than the whole review's; 0: whole reviews only."
     )  # fmt: skip
     label_reviews: bool = Field(
-        True, description="Whether the teacher labels the --unlabeled reviews themselves for the served model to "
-        "learn from, besides their --teacher-cuts runs; off (--no-label-reviews): the runs alone, and whole reviews "
+        True, description="Whether the teacher labels the unlabeled reviews themselves for the served model to "
+        "learn from, besides their teacher_cuts runs; off (--set label_reviews=false): the runs alone, and whole reviews "
         "only from the labelled ones (on a CPU about half the teacher's labelling and of the served model's "
         "training: model/README.md)."
     )  # fmt: skip
     student_batches: Literal["mixed", "together"] = Field(
         MIXED, description="mixed: every text the served model learns from is shuffled alone. together: each "
-        "unlabeled review and its --teacher-cuts runs are shuffled as one, so a batch mostly holds them all and a "
+        "unlabeled review and its teacher_cuts runs are shuffled as one, so a batch mostly holds them all and a "
         "sentence model reads their shared sentences once (its training about a sixth shorter on a CPU; SST-2 "
         "not shown to be as good: model/README.md)."
     )  # fmt: skip

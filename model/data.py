@@ -223,7 +223,7 @@ def read_unlabeled(path: Path, labelled: Iterable[RawReview]) -> list[UnlabeledR
     if not found:
         raise DataError(
             f"{path}: no reviews in aclImdb/train/unsup/, which the distill recipe labels and BERT's "
-            "calibration reads (--prior-reviews); build with --recipe plain --prior-reviews 0 without them."
+            "calibration reads (prior_reviews); build with --set recipe=plain --set prior_reviews=0 without them."
         )
     return sorted(found, key=lambda r: int(r.key.split("/")[-1].split("_")[0]))
 

@@ -1,4 +1,4 @@
-"""BERT in int8 on the CPU (``--cpu-int8``) against float32: speed, accuracy, explanations.
+"""BERT in int8 on the CPU (``--set cpu_int8=true``) against float32: speed, accuracy, explanations.
 
 On a built data dir: the evaluation reviews scored by both (accuracy, labels in common,
 reviews per second), one short review (median latency), a text scored alone and in a batch

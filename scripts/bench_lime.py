@@ -5,7 +5,7 @@ faithfulness checks, as the build does) at several batch sizes (padded tokens pe
 pass) and prints one line per figure: the median seconds per review, the number of distinct
 texts scored per review, and the speed-up of each batch size
 against the first. ``--against DIR`` also explains the same reviews with the BERT of the
-build in DIR (e.g. one with another ``--pooling``), review by review in turn with this
+build in DIR (e.g. one with another ``pooling``), review by review in turn with this
 build's, and prints its median and the ratio. ``--feature-selection`` also times every LIME of
 the build (both models' sentences, NB-SVM's words) with LIME's own feature selection ("auto")
 against the build's (``model.explain.FEATURE_SELECTION``), review by review in turn:

@@ -204,15 +204,15 @@ def stored_recipe(db) -> str:
 
 
 def test_a_teacher_with_every_layer_frozen_is_refused_naming_the_setting(tmp_path, real_subset_archive):
-    """--recipe auto on a CPU freezes 8 of MPNet's 12 layers; a smaller --teacher-model given instead
+    """recipe auto on a CPU freezes 8 of MPNet's 12 layers; a smaller teacher_model given instead
     would have nothing left to train: the build says which setting to change."""
     arguments = ["build", "--imdb", str(real_subset_archive), "--data-dir", str(tmp_path), *ARGS]
     result = subprocess.run([sys.executable, "-m", "app.cli", *arguments, "--set", "teacher_frozen_layers=6"], cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert (
-        f"--teacher-frozen-layers 6 leaves nothing of {MINILM} to train: it must be under the model's 6 layers, "
-        "not 6. Give a smaller --teacher-frozen-layers (0: all trained)."
+        f"teacher_frozen_layers=6 leaves nothing of {MINILM} to train: it must be under the model's 6 layers, "
+        "not 6. Give a smaller one: --set teacher_frozen_layers=N (0: all trained)."
     ) in result.stderr
 
 
@@ -246,5 +246,5 @@ def test_no_label_reviews_without_runs_is_refused_before_the_database_is_made(tm
     result = subprocess.run([sys.executable, "-m", "app.cli", *arguments], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-    assert "--no-label-reviews with --teacher-cuts 0 leaves the teacher nothing to label" in result.stderr
+    assert "--set label_reviews=false with --set teacher_cuts=0 leaves the teacher nothing to label" in result.stderr
     assert not (tmp_path / "textflix.db").exists()

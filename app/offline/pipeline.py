@@ -65,7 +65,7 @@ BUILD_LOCK_FILE = "build.lock"  # in the data directory; a SQLite database gets 
 BUILD_HOLDER = "textflix build"  # how a lock names its holder: "textflix build (pid N on HOST)"
 # The key of the PostgreSQL advisory lock: fixed, derived from the name, positive.
 BUILD_LOCK_KEY = int.from_bytes(hashlib.sha256(b"textflix build").digest()[:8], "big") >> 1
-# What --recipe auto builds, for each of these settings not given. On CUDA: the strong recipe,
+# What --set recipe=auto builds, for each of these settings not given. On CUDA: the strong recipe,
 # serving a model of the teacher's size at the teacher's learning rate. On a CPU: a MiniLM sentence
 # model distilled from an MPNet teacher whose lowest 8 layers stay as pretrained (a third of its
 # training), on 2,000 unlabeled reviews and four short runs of sentences cut from each (two: SST-2
@@ -128,7 +128,7 @@ class Pipeline:
     """Runs a build's steps against the database of ``settings``; the steps share what it holds.
 
     ``steps`` is the list, or a function of the recipe that makes it (``app.offline.steps.build_steps``):
-    with --recipe auto the recipe is known only once ``run`` has read the database's run record."""
+    with --set recipe=auto the recipe is known only once ``run`` has read the database's run record."""
 
     def __init__(self, settings: Settings, steps: Sequence[Step] | StepsOfRecipe, progress: bool = True):
         self.settings = settings
@@ -171,7 +171,7 @@ class Pipeline:
             return latest_run(session)
 
     def _choose_recipe(self, stored: Run | None) -> None:
-        """Make --recipe auto concrete (``concrete_recipe``) and, given a function of the recipe, make the steps."""
+        """Make --set recipe=auto concrete (``concrete_recipe``) and, given a function of the recipe, make the steps."""
         self.settings = concrete_recipe(self.settings, stored.config if stored is not None else None, self.device)
         if self._steps_of_recipe is not None:
             self.steps = list(self._steps_of_recipe(self.settings.recipe))
@@ -425,7 +425,7 @@ def minutes(seconds: float) -> str:
 
 
 def concrete_recipe(settings: Settings, stored: dict | None, device: torch.device) -> Settings:
-    """``settings`` with --recipe auto made concrete before a build stores them: the recipe (and
+    """``settings`` with --set recipe=auto made concrete before a build stores them: the recipe (and
     the other settings CUDA_RECIPE and CPU_RECIPE name) of the database's own build config
     ``stored`` when there is one, otherwise CUDA_RECIPE on a CUDA ``device`` and CPU_RECIPE
     elsewhere. So a database is carried on, or refused, as it was built, whatever the device."""

@@ -105,7 +105,7 @@ class ModelPrediction(PredictedLabel):
     )
     read_by: Literal["teacher", "student"] | None = Field(
         None, description="BERT of a distill build: the network that read the text, the teacher for a text of one "
-        "sentence (`--one-sentence-reader teacher`, the default), else the student (the served MiniLM)."
+        "sentence (`--set one_sentence_reader=teacher`, the default), else the student (the served MiniLM)."
     )  # fmt: skip
 
 

@@ -48,7 +48,7 @@ VARIANTS: dict[str, dict] = {
         "recipe": DISTILL, "base_model": MINILM, "teacher_model": MINILM, **WHOLE_TEXT, **STUDENT_READS_ALL,
     },  # fmt: skip
     "distill-mpnet": {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5, **WHOLE_TEXT, **STUDENT_READS_ALL},
-    # the CPU default (--recipe auto on a CPU) before the teacher read its texts of one sentence, and now
+    # the CPU default (recipe auto on a CPU) before the teacher read its texts of one sentence, and now
     "cpu-default-student-reads-all": {**CPU_RECIPE, **STUDENT_READS_ALL},
     "cpu-default": {**CPU_RECIPE, "one_sentence_reader": "teacher"},
 }

@@ -4,7 +4,7 @@ Trains the BERT the build's curve trains, as the curve step does (``LearningCurv
 the database's settings, a seed of its own, a balanced sample of the archive's training pool,
 offset on 250 unlabeled reviews), at one size with each epoch count asked for, and prints one
 line per run: its accuracy on a seeded sample of the database's evaluation reviews (the curve's
-own, of --curve-eval-size) and the seconds it took. With 3 epochs, 100 reviews make 19
+own, of curve_eval_size) and the seconds it took. With 3 epochs, 100 reviews make 19
 optimisation steps; the build's own model takes 94 on its 500.
 
     python scripts/studies/curve_steps.py --data-dir data --imdb ../shared/data/aclImdb_v1.tar.gz \\

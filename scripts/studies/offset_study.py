@@ -2,7 +2,7 @@
 
 For each build directory (a finished build, e.g. of ``scripts/studies/ablation.py``), its served BERT is
 scored as trained on the evaluation reviews, the catalogue, the length table's texts
-(``model.lengths``), SST-2 (--sst2) and the --prior-reviews unlabeled reviews its offset is
+(``model.lengths``), SST-2 (--sst2) and the prior_reviews unlabeled reviews its offset is
 fitted on; then each way of adding the offset is fitted there as the calibrate step does and
 applied. One line per build and way: accuracy per set and band, ECE on evaluation and SST-2.
 

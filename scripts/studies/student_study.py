@@ -21,13 +21,13 @@ catalogue, SST-2 and the length table, with the build's offset (``set_prior_offs
 
    ``teacher-reads`` gives a study file the build's teacher's probabilities for every text of one
    sentence that the study judges, so that ``run`` also judges the served model of a build that
-   hands such texts to its teacher (--one-sentence-reader teacher, the default):
+   hands such texts to its teacher (one_sentence_reader teacher, the default):
 
        python scripts/studies/student_study.py teacher-reads S42.json.gz --data-dir D --out S42-t.json.gz
 
    ``more-runs`` gives a study file more runs of each review (new ones, drawn at random as the
    build draws them), labelled by the build's teacher, so that variants may keep more than the
-   build's ``--teacher-cuts`` (a few minutes on a CPU; the teacher does not travel):
+   build's ``teacher_cuts`` (a few minutes on a CPU; the teacher does not travel):
 
        python scripts/studies/student_study.py more-runs S42.json.gz --data-dir D --runs 8 --out S42-8.json.gz
 
@@ -37,7 +37,7 @@ catalogue, SST-2 and the length table, with the build's offset (``set_prior_offs
 
 A variant names the unlabeled reviews it learns from (``unlabeled``: the first N of the build's
 sample), how many of the teacher-labelled runs of each it keeps (``cuts``: the first K of those the
-build labelled, so build with ``--teacher-cuts`` the largest K), and any BertConfig value. The
+build labelled, so build with ``--set teacher_cuts=K``, the largest K), and any BertConfig value. The
 results are in docs/studies/student.md.
 """
 
@@ -79,7 +79,7 @@ VARIANTS: dict[str, dict] = {
     "exp-0.75": {"unlabeled": 2000, "cuts": 2, "length_exponent": -0.75},
     # MiniLM's embeddings and lowest 2 of 6 layers as pretrained: a cheaper student, if it reads as well
     "frozen2": {"unlabeled": 2000, "cuts": 2, "frozen_layers": 2},
-    # cuts4 with each review and its runs shuffled as one (--student-batches together): a sixth less
+    # cuts4 with each review and its runs shuffled as one (student_batches together): a sixth less
     # training, SST-2 not shown to be as good (docs/studies/student.md)
     "cuts4-together": {"unlabeled": 2000, "cuts": 4, "together": True},
     # twice the runs of cuts4 (a study file given 8 by more-runs): does SST-2 go on rising with them?
@@ -108,7 +108,7 @@ def export(data_dir: Path, imdb: str, sst2: Path | None, out: Path) -> None:
     build = built_pipeline(data_dir, imdb)
     s = build.settings
     if not s.label_reviews:
-        raise SystemExit(f"{data_dir} was built with --no-label-reviews: the study needs the teacher's labels of whole reviews.")
+        raise SystemExit(f"{data_dir} was built with label_reviews false (--set label_reviews=false): the study needs the teacher's labels of whole reviews.")
     reviews = sample_unlabeled(build.splits().unlabeled, s.unlabeled, s.seed)
     cuts = sentence_cuts(reviews, s.teacher_cuts, s.seed)
     with session_scope(build.engine) as session:

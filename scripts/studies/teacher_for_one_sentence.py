@@ -2,9 +2,9 @@
 
 The distilled student stays 3-5 points under its teacher on SST-2 whatever its own settings
 (docs/studies/one-sentence-reader.md), so a distill build's served BERT hands its texts of one sentence to the teacher
-(--one-sentence-reader teacher, ``model.bert.BertClassifier.predict_proba``). This judges, on a
+(one_sentence_reader teacher, ``model.bert.BertClassifier.predict_proba``). This judges, on a
 distill build, the served model with its own network reading everything (``own_proba``, the
-build's student as --one-sentence-reader student serves it) and with the teacher reading the
+build's student as one_sentence_reader student serves it) and with the teacher reading the
 texts of one sentence, on SST-2 dev and on the length table of the build's evaluation reviews; and
 times a one-sentence text through each, one call at a time, as the API serves it:
 
@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     build = built_pipeline(args.data_dir, args.imdb)
     served = load_trained_bert(build, BERT)
-    if served.one_sentence_reader is None:  # a build with --one-sentence-reader student
+    if served.one_sentence_reader is None:  # a build with one_sentence_reader student
         served.one_sentence_reader = load_trained_bert(build, TEACHER)
 
     texts, labels = read_sst2(args.sst2)

@@ -16,7 +16,7 @@ class ReadData(Step):
         if not build.splits().eval:  # before hours of training and explaining, not at the evaluate step
             raise BuildError(
                 "No test review is left for the evaluation set: the catalogue took them all (--titles "
-                f"{build.settings.titles}, --max-words {build.settings.max_words}); lower either, so that "
+                f"{build.settings.titles}, --set max_words={build.settings.max_words}); lower either, so that "
                 "the build can measure its models."
             )
 

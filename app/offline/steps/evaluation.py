@@ -103,7 +103,7 @@ def evaluation_reviews(build: Pipeline, size: int | str = "all") -> tuple[list[i
     return [r.id for r in rows], ([r.text for r in rows], [r.label for r in rows])
 
 
-# The unlabeled reviews (of --prior-reviews) each BERT of the learning curve is offset on: fewer
+# The unlabeled reviews (of prior_reviews) each BERT of the learning curve is offset on: fewer
 # than the served model's, as reading them is a large part of a point's cost.
 CURVE_PRIOR_REVIEWS = 250
 
@@ -117,10 +117,10 @@ def curve_epochs(epochs: int, train_size: int, size: int) -> int:
 
 
 class LearningCurve(Step):
-    """Evaluation accuracy against training-set size over --curve-seeds seeds: at each size and
+    """Evaluation accuracy against training-set size over curve_seeds seeds: at each size and
     seed, each model retrained on a balanced sample of the archive's train split (the seed draws
     the sample and seeds the training). The fast models go to every size, the others up to
-    --train-size, and beyond it only on CUDA. At --train-size the first seed is the build's own
+    train_size, and beyond it only on CUDA. At train_size the first seed is the build's own
     model, unless it learnt from more than the labelled reviews (the distill recipe's student)."""
 
     name = "curve"
@@ -172,7 +172,7 @@ class LearningCurve(Step):
 
     @staticmethod
     def trains(build: Pipeline, name: str, size: int) -> bool:
-        """Whether model ``name`` is trained at ``size``: beyond --train-size only a fast one, or on CUDA."""
+        """Whether model ``name`` is trained at ``size``: beyond train_size only a fast one, or on CUDA."""
         return CLASSIFIERS[name].fast_to_train or size <= build.settings.train_size or build.device.type == "cuda"
 
     @staticmethod

@@ -49,7 +49,7 @@ class Train(Step):
     """Trains one model on the training reviews; its folder carries the model's fingerprint."""
 
     reads = ("training reviews",)
-    frozen_flag = "--frozen-layers"  # the setting of the encoder layers it leaves as pretrained
+    frozen_setting = "frozen_layers"  # the setting of the encoder layers it leaves as pretrained
 
     def __init__(self, model: str):
         self.name = model
@@ -78,8 +78,8 @@ class Train(Step):
         try:
             model = self.fit(build, config, texts, labels, build.progress, reporter(build, self.kind.training_unit))
         except TooManyFrozenLayers as error:
-            raise BuildError(f"{self.frozen_flag} {config.frozen_layers} leaves nothing of {facts['base_model']} "
-                             f"to train: {error}. Give a smaller {self.frozen_flag} (0: all trained).") from None  # fmt: skip
+            raise BuildError(f"{self.frozen_setting}={config.frozen_layers} leaves nothing of {facts['base_model']} to train: "
+                             f"{error}. Give a smaller one: --set {self.frozen_setting}=N (0: all trained).") from None  # fmt: skip
         facts = {**facts, "labelled": len(texts), "seed": config.seed, **self.facts(build, config)}
         # the config's base_model names the checkpoint, not where this machine unpacked it
         named = {"base_model": facts["base_model"]} if "base_model" in facts else {}
@@ -118,10 +118,10 @@ class Train(Step):
 
 
 class TrainTeacher(Train):
-    """The distill recipe's teacher: --teacher-model fine-tuned on the training reviews."""
+    """The distill recipe's teacher: teacher_model fine-tuned on the training reviews."""
 
     reads = ("training reviews", "the teacher checkpoint")
-    frozen_flag = "--teacher-frozen-layers"
+    frozen_setting = "teacher_frozen_layers"
 
     def __init__(self):
         super().__init__(TEACHER)
@@ -161,8 +161,8 @@ class PseudoLabelling(Step):
 
     def prepare(self, build: Pipeline) -> None:
         if not build.settings.label_reviews and not build.settings.teacher_cuts:
-            raise BuildError("--no-label-reviews with --teacher-cuts 0 leaves the teacher nothing to label: "
-                             "give --teacher-cuts N (runs of each unlabeled review) or --label-reviews.")  # fmt: skip
+            raise BuildError("--set label_reviews=false with --set teacher_cuts=0 leaves the teacher nothing to label: "
+                             "give --set teacher_cuts=N (runs of each unlabeled review) or --set label_reviews=true.")  # fmt: skip
         build.splits()
 
     def run(self, build: Pipeline) -> dict:
@@ -230,7 +230,7 @@ def sentence_cuts(reviews: list[UnlabeledReview], runs: int, seed: int) -> list[
 
 
 class TrainStudent(Train):
-    """The distill recipe's served model: --base-model trained on the training reviews' gold
+    """The distill recipe's served model: base_model trained on the training reviews' gold
     labels plus the teacher's probabilities for the unlabeled reviews."""
 
     reads = ("training reviews", "pseudo_labels")
