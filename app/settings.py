@@ -56,7 +56,7 @@ class Compute(ConfigGroup):
         False,
         description="Run BERT's linear layers in int8 where it runs on the CPU (dynamic quantization, one text "
         "per forward pass): a short review answers in 2/3 of the time, 97.6 per cent of labels as in float32, LIME "
-        "about 13 per cent slower (scripts/README.md, Serving speed).",
+        "about 13 per cent slower (docs/benchmarks/serving-speed.md).",
     )
 
 

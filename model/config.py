@@ -204,13 +204,13 @@ class RecipeConfig(Seeded):
         True, description="Whether the teacher labels the unlabeled reviews themselves for the served model to "
         "learn from, besides their teacher_cuts runs; off (--set label_reviews=false): the runs alone, and whole reviews "
         "only from the labelled ones (on a CPU about half the teacher's labelling and of the served model's "
-        "training: model/README.md)."
+        "training: docs/studies/teacher-labels.md)."
     )  # fmt: skip
     student_batches: Literal["mixed", "together"] = Field(
         MIXED, description="mixed: every text the served model learns from is shuffled alone. together: each "
         "unlabeled review and its teacher_cuts runs are shuffled as one, so a batch mostly holds them all and a "
         "sentence model reads their shared sentences once (its training about a sixth shorter on a CPU; SST-2 "
-        "not shown to be as good: model/README.md)."
+        "not shown to be as good: docs/studies/student.md)."
     )  # fmt: skip
 
 
@@ -243,7 +243,7 @@ class ServingConfig(ConfigGroup):
     one_sentence_reader: Literal["teacher", "student"] = Field(
         "teacher", description="With the distill recipe, which network reads a text of one sentence: the teacher "
         "(the whole text; about four times the student's time, and one-line reviews read as the teacher reads "
-        "them: SST-2 0.84 -> 0.88 on a CPU build, model/README.md) or the served student. A longer text is the "
+        "them: SST-2 0.84 -> 0.88 on a CPU build, docs/studies/one-sentence-reader.md) or the served student. A longer text is the "
         "student's, and so is every text its explanation scores, so sentence weights stay exact."
     )  # fmt: skip
 

@@ -67,7 +67,7 @@ def autocast(device: torch.device):
 def int8_linears(model: torch.nn.Module) -> torch.nn.Module:
     """``model`` for inference with every linear layer in int8: weights quantized once, per
     output channel, activations as they come (dynamic quantization; fbgemm's kernels). How
-    much faster and how close to float32: scripts/README.md, Serving speed.
+    much faster and how close to float32: docs/benchmarks/serving-speed.md.
 
     ``torch.ao.quantization`` is deprecated in favour of torchao, whose int8 layers ran 2x
     slower than float32 here without ``torch.compile``; it stays while the pinned torch has it."""

@@ -28,7 +28,7 @@ Each figure is the median of ``--repeats`` runs. Explain uses the LIME settings 
 per second written to SQLite and to PostgreSQL (``--postgres``, default
 TEXTFLIX_TEST_POSTGRES_URL; a database whose Textflix tables are dropped and made again), in
 the batches the build writes (``app.offline.review_work.write_results``, one transaction per batch).
-Finally the per-review costs are printed as a capacity model (see scripts/README.md, "Scaling out, measured").
+Finally the per-review costs are printed as a capacity model (see docs/benchmarks/scaling-out.md).
 """
 
 import argparse

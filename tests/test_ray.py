@@ -6,7 +6,7 @@ Every BERT row is compared exactly. A Ray actor gets 1 CPU, so torch runs one th
 the local builds here run one thread too (OMP_NUM_THREADS=1). With more threads in-process
 (the default: one per core) BERT's float32 sums are split differently, and its probabilities
 differ from the actors' in the last bit (at most 3e-8, LIME weights 1e-7; measured in the
-scripts/README.md, "Scaling out, measured"): the engines run the same code on the same texts in the same batches.
+docs/benchmarks/scaling-out.md): the engines run the same code on the same texts in the same batches.
 """
 
 import importlib.util

@@ -70,8 +70,8 @@ BUILD_LOCK_KEY = int.from_bytes(hashlib.sha256(b"textflix build").digest()[:8], 
 # model distilled from an MPNet teacher whose lowest 8 layers stay as pretrained (a third of its
 # training), on 2,000 unlabeled reviews and four short runs of sentences cut from each (two: SST-2
 # 1.4 points lower over 3 seeds), a long review's sentences damped by n ** -0.5; no calibration folds
-# (the student learns the teacher's probabilities). Measured in model/README.md, "Short texts from the
-# teacher" and "What the student learns from the same labels".
+# (the student learns the teacher's probabilities). Measured in docs/studies/short-texts-from-the-teacher.md
+# and docs/studies/student.md.
 CUDA_RECIPE = {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5}
 CPU_RECIPE = {
     "recipe": DISTILL, "teacher_frozen_layers": 8, "unlabeled": 2000, "teacher_cuts": 4, "length_exponent": -0.5,

@@ -16,7 +16,7 @@ def recipe_line(record: dict) -> str:
         made = (f"recipe distill: {student['labelled']:,} labels plus {student['teacher_labelled']:,} texts of "
                 f"unlabeled reviews labelled by the teacher {teacher.get('base_model', '')}")  # fmt: skip
     else:
-        made = "recipe plain (stronger, from the same labels: --set recipe=distill, see model/README.md)"
+        made = "recipe plain (stronger, from the same labels: --set recipe=distill, see docs/studies/recipes.md)"
     calibration = steps.get("calibrate", {})
     offset, temperature = calibration.get("offset"), calibration.get("temperature")
     per = f" per {calibration['offset_per']}" if "offset_per" in calibration else ""

@@ -112,7 +112,7 @@ def curve_epochs(epochs: int, train_size: int, size: int) -> int:
     """The epochs a BERT of the learning curve trains on ``size`` reviews: as many optimisation steps
     as ``epochs`` over ``train_size`` (the build's own model) take, and at least ``epochs``. With 3
     epochs, 100 reviews are 19 steps, too few to learn from: MiniLM scored 0.664 with them and 0.834
-    with 15 epochs (seed 42; model/README.md, "The learning curve")."""
+    with 15 epochs (seed 42; docs/studies/learning-curve.md)."""
     return max(epochs, round(epochs * train_size / size))
 
 

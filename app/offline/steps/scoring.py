@@ -24,8 +24,8 @@ from model.trained import CLASSIFIERS
 log = logging.getLogger("textflix")
 EXPLAIN_BLOCK = 4  # reviews per Ray block, and per write, in the explain step of the Ray engine
 # A sentence-reading BERT's explanations of the catalogue took about 10 times its predictions of it in the
-# default builds on both CPUs measured (model/README.md: 176 s and 16 s with native bfloat16, 623 s and 67 s
-# without): what the estimates take before the explain step is timed.
+# default builds on both CPUs measured (docs/studies/one-sentence-reader.md: 176 s and 16 s with native bfloat16; 623 s and 67 s
+# without, in issue 43's build on an AVX2 CPU): what the estimates take before the explain step is timed.
 SENTENCE_READER_EXPLAIN = 10
 # The one step of builds before the catalogue's steps were per model: a run record that lists it has
 # every model's predictions (or explanations) of the catalogue.
