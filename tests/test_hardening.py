@@ -30,7 +30,7 @@ from fastapi.testclient import TestClient
 from app.settings import Settings
 from app.web.analysis import ModelAnalyzer, sentence_spans
 from app.web.batching import BACKGROUND, URGENT, MicroBatcher
-from app.web.costs import FULL_TEXT_CHARS, READER_COST, TEXT_OVERHEAD_CHARS, analysis_cost, what_if_cost
+from app.web.costs import FULL_TEXT_CHARS, READER_COST, TEXT_OVERHEAD_CHARS, analysis_cost, request_cost, what_if_cost
 from app.web.errors import ServerStopping
 from app.web.main import create_app
 from model.config import LimeConfig
@@ -141,6 +141,42 @@ def test_a_text_the_teacher_reads_is_charged_the_teachers_time(explain):
         spans = [sentence_spans(text)] if explain else None
         what_if = what_if_cost([text], lime) if explain else 0
         assert asyncio.run(charged(text)) == analysis_cost([text], explain, lime, spans) + extra * analysis_cost([text], False, lime) + what_if
+    assert analyzer.work.in_flight == 0
+
+
+@pytest.mark.parametrize("explain", [False, True])
+def test_a_request_is_charged_its_request_cost_and_each_text_split_once(explain, monkeypatch):
+    """What the server reserves is ``request_cost`` of the request, texts the teacher reads among them;
+    each text is split once, and its sentences give its reader (``read_by``), its charge and its explanation."""
+    from app.web import analysis
+
+    settings = Settings(database_url="sqlite://", batch_window_ms=2, max_work_in_flight=10**6, lime_samples=16)
+    texts = ["A good film.", review(6), review(30)]
+    reserved, split = [], []
+
+    def counting(texts):
+        reserved.append(analyzer.work.in_flight)
+        return cue_model(0.0)(texts)
+
+    def splitting(text):
+        split.append(text)
+        return sentence_spans(text)
+
+    monkeypatch.setattr(analysis, "sentence_spans", splitting)
+    analyzer = ModelAnalyzer({name: counting for name in MODELS}, settings, read_by={"bert": teacher_for_one_sentence})
+
+    async def main():
+        try:
+            return await analyzer.analyze(texts, explain=explain)
+        finally:
+            await analyzer.stop()
+
+    results = asyncio.run(main())
+    assert split == texts
+    assert [result["predictions"]["bert"]["read_by"] for result in results] == ["teacher", "student", "student"]
+    spans = [sentence_spans(text) for text in texts]
+    readers = [{"bert": teacher_for_one_sentence(text_spans)} for text_spans in spans]
+    assert max(reserved) == request_cost(texts, spans, readers, explain, settings.group(LimeConfig))
     assert analyzer.work.in_flight == 0
 
 
