@@ -28,7 +28,7 @@ from scipy.stats import spearmanr
 
 from model.config import LimeConfig
 from model.names import LABELS, POSITIVE
-from model.quality import LOG_ODDS, Quality, ReviewExplanation, finite, finite_or_none
+from model.quality import LOG_ODDS, Quality, ReviewExplanation, assessment, finite, finite_or_none
 from model.sentences import Sentences, Span
 
 ProbaFn = Callable[[list[str]], np.ndarray]
@@ -204,12 +204,14 @@ def explain_review(
     differs between them is a parameter: ``predict_proba`` (the model's own, or through the server's
     micro-batcher) and ``config`` (LIME's samples and seeds)."""
     found = explain_sentences(text, sentences, predict_proba, config, reads_sentences)
+    quality = {key: finite_or_none(value) for key, value in found.quality.as_dict().items()}
     return ReviewExplanation(
         weights=[finite(w) for w in found.weights],
         samples=found.samples,
         intercept=finite(found.intercept),
         score=finite(found.score),
-        quality={key: finite_or_none(value) for key, value in found.quality.as_dict().items()},
+        quality=quality,
+        assessment=assessment(found.score, quality),
     )
 
 

@@ -142,12 +142,12 @@ class ReviewExplanation:
     intercept: float
     score: float  # R² of LIME's local linear model
     quality: dict  # ``Quality.as_dict()``
+    assessment: dict  # what the site says of the figures (``assessment``)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def figures(self) -> dict:
-        """Its figures and what the site says of them (``assessment``)."""
-        quality = dict(self.quality)
-        return {"samples": self.samples, "intercept": self.intercept, "score": self.score, "quality": quality,
-                **assessment(self.score, quality)}  # fmt: skip
+        """Its figures and what the site says of them, as the API answers them."""
+        return {"samples": self.samples, "intercept": self.intercept, "score": self.score, "quality": dict(self.quality),
+                **self.assessment}  # fmt: skip
