@@ -21,6 +21,7 @@ import threading
 import time
 import tracemalloc
 from contextlib import contextmanager
+from functools import partial
 
 import httpx
 import numpy as np
@@ -41,11 +42,12 @@ from tests.web_fixtures import FakeAnalyzer, analyzer_app, cue_model, use_analyz
 TITLE = "tt0100001"
 
 
-def teacher_for_one_sentence(spans) -> str:
-    """What a distilled BERT's ``read_by`` answers (``model.bert.network_reading``): its teacher reads a text of one sentence."""
+def teacher_for_one_sentence():
+    """A distilled BERT's ``read_by`` (``model.bert.network_reading``): its teacher reads a text of one sentence.
+    Imported here, before any server runs: importing torch on the event loop would hold it up."""
     from model.bert import network_reading
 
-    return network_reading(spans, one_sentence_reader=True)
+    return partial(network_reading, one_sentence_reader=True)
 
 
 def review(sentences: int) -> str:
@@ -127,7 +129,7 @@ def test_a_text_the_teacher_reads_is_charged_the_teachers_time(explain):
         reserved.append(analyzer.work.in_flight)
         return cue_model(0.0)(texts)
 
-    analyzer = ModelAnalyzer({name: counting for name in MODELS}, settings, read_by={"bert": teacher_for_one_sentence})
+    analyzer = ModelAnalyzer({name: counting for name in MODELS}, settings, read_by={"bert": teacher_for_one_sentence()})
 
     async def charged(text):
         reserved.clear()
@@ -163,7 +165,7 @@ def test_a_request_is_charged_its_request_cost_and_each_text_split_once(explain,
         return sentence_spans(text)
 
     monkeypatch.setattr(analysis, "sentence_spans", splitting)
-    analyzer = ModelAnalyzer({name: counting for name in MODELS}, settings, read_by={"bert": teacher_for_one_sentence})
+    analyzer = ModelAnalyzer({name: counting for name in MODELS}, settings, read_by={"bert": teacher_for_one_sentence()})
 
     async def main():
         try:
@@ -175,7 +177,7 @@ def test_a_request_is_charged_its_request_cost_and_each_text_split_once(explain,
     assert split == texts
     assert [result["predictions"]["bert"]["read_by"] for result in results] == ["teacher", "student", "student"]
     spans = [sentence_spans(text) for text in texts]
-    readers = [{"bert": teacher_for_one_sentence(text_spans)} for text_spans in spans]
+    readers = [{"bert": analyzer.read_by["bert"](text_spans)} for text_spans in spans]
     assert max(reserved) == request_cost(texts, spans, readers, explain, settings.group(LimeConfig))
     assert analyzer.work.in_flight == 0
 
@@ -729,7 +731,7 @@ def test_no_body_keeps_the_server_from_answering_others(web_database):
     throughout, within half a second. BERT here hands one-sentence texts to a teacher, as the default
     build's does, so that each text is split before it is admitted (``reader_cost``)."""
     app, analyzer, _ = analyzer_app(web_database, allow_anonymous_writes=True, max_work_in_flight=10**6)
-    analyzer.read_by = {"bert": teacher_for_one_sentence}
+    analyzer.read_by = {"bert": teacher_for_one_sentence()}
     settings = app.state.settings
     bodies = worst_bodies(settings.max_text_chars, settings.max_texts)
     with serve_in_thread(app) as url:

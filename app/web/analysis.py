@@ -41,7 +41,7 @@ import numpy as np
 from app.settings import Settings
 from app.web import whatif
 from app.web.batching import BACKGROUND, CALL_WEIGHT, MicroBatcher, ProbaFn, WorkLimiter
-from app.web.costs import check_explanation, request_cost
+from app.web.costs import explanation_cost, request_cost
 from app.web.limits import off_the_loop
 from model.config import LimeConfig
 from model.names import DISPLAY_NAMES, MODELS, label_of
@@ -265,15 +265,14 @@ class ModelAnalyzer:
         ``ExplanationTooLarge`` when the texts have more sentences than one request may explain, or
         their explanations more work than the server takes at once."""
         texts, lime = list(texts), self.settings.group(LimeConfig)
-        # Each text split once, where its sentences decide anything: its explanation, or its reader.
-        spans = await off_the_loop(self._split, texts) if explain or self.read_by else None
-        readers = self._readers(spans) if spans is not None else [{} for _ in texts]
+        if explain or self.read_by:  # its sentences decide its explanation, or which network reads it
+            spans, readers = await off_the_loop(self._read, texts, explain)
+        else:
+            spans, readers = None, [{} for _ in texts]
         # The texts' own passes first, then their explanations' once the texts are checked.
         async with self.work.admit(request_cost(texts, spans, readers, False, lime)) as reserve:
             if explain:  # side by side, so the texts and LIME's samples can share model calls
-                cost = request_cost(texts, spans, readers, True, lime)
-                check_explanation(texts, spans, cost, self.settings.max_explain_sentences, self.work.capacity)
-                reserve(cost)
+                reserve(explanation_cost(texts, spans, readers, lime, self.settings.max_explain_sentences, self.work.capacity))
                 p_positive, *explanations = await asyncio.gather(
                     self.predict(texts), *(self.explain(text, text_spans) for text, text_spans in zip(texts, spans))
                 )
@@ -294,15 +293,18 @@ class ModelAnalyzer:
             result.update(answer)
         return results
 
-    @staticmethod
-    def _split(texts: list[str]) -> list[list[Span]]:
-        """The sentences of each text (pure Python, slow for long texts: run off the event loop)."""
-        return [sentence_spans(text) for text in texts]
-
-    def _readers(self, spans: list[list[Span]]) -> list[dict[str, str]]:
-        """For each text, of its sentences ``spans``, the network that reads it, by model that hands some
-        texts to another (``read_by``): what the API reports, and what the request is charged."""
-        return [{name: read_by(text_spans) for name, read_by in self.read_by.items()} for text_spans in spans]
+    def _read(self, texts: list[str], explain: bool) -> tuple[list[list[Span]] | None, list[dict[str, str]]]:
+        """Each text split once (pure Python, slow for long texts: run it off the event loop): its sentences,
+        kept when it is explained (unexplained, dropped text by text: 64 texts may have hundreds of thousands),
+        and the network that reads it, by model that hands some texts to another (``read_by``): what the API
+        reports, and what the request is charged."""
+        spans, readers = [], []
+        for text in texts:
+            text_spans = sentence_spans(text)
+            readers.append({name: read_by(text_spans) for name, read_by in self.read_by.items()})
+            if explain:
+                spans.append(text_spans)
+        return (spans if explain else None), readers
 
     async def explain(self, text: str, spans: list[Span], names: Sequence[str] | None = None) -> dict[str, ReviewExplanation]:
         """Each model's (of ``names``; all by default) sentence explanation of ``text``, cut into ``spans``

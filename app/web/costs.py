@@ -91,7 +91,7 @@ def what_if_cost(texts: Sequence[str], lime: LimeConfig) -> int:
 def check_explanation_size(field: str, texts: list[str], settings: Settings) -> None:
     """The characters one request may ask to have explained (the models read them all, in every
     text LIME scores): ``AppError`` (422) naming ``field``. Its sentences, and the model passes its
-    explanation takes, are counted once the analysis is admitted (``check_explanation``): splitting
+    explanation takes, are counted once the analysis is admitted (``explanation_cost``): splitting
     costs time, which a request refused here does not get."""
     amount, limit = sum(map(len, texts)), settings.max_explain_chars
     if amount > limit:
@@ -103,10 +103,18 @@ def check_explanation_size(field: str, texts: list[str], settings: Settings) -> 
         )  # fmt: skip
 
 
-def check_explanation(texts: Sequence[str], spans: Sequence[Sequence[Span]], cost: int, max_sentences: int, capacity: int) -> None:
-    """``ExplanationTooLarge`` when the texts, split into ``spans``, have more sentences than one request
-    may have explained, or their explanation's ``cost`` (``request_cost``) is more than the server ever
-    takes at once (its ``capacity``)."""
+def explanation_cost(
+    texts: Sequence[str],
+    spans: Sequence[Sequence[Span]],
+    readers: Sequence[dict[str, str]],
+    lime: LimeConfig,
+    max_sentences: int,
+    capacity: int,
+) -> int:
+    """``request_cost`` of explaining ``texts``, split into ``spans``, once it is known that one request may:
+    ``ExplanationTooLarge`` when they have more sentences than ``max_sentences`` (counted first: working
+    out what thousands of sentences cost takes seconds), or cost more than the server ever takes at once
+    (its ``capacity``)."""
     count = sum(map(len, spans))
     if count > max_sentences:
         raise ExplanationTooLarge(
@@ -114,6 +122,7 @@ def check_explanation(texts: Sequence[str], spans: Sequence[Sequence[Span]], cos
             "(TEXTFLIX_MAX_EXPLAIN_SENTENCES). Send fewer or shorter texts, or leave out the explanations.",
             max_sentences,
         )
+    cost = request_cost(texts, spans, readers, True, lime)
     if cost > capacity:
         raise ExplanationTooLarge(
             f"Explaining this ({sum(map(len, texts)):,} characters, {count:,} sentences) takes "
@@ -121,3 +130,4 @@ def check_explanation(texts: Sequence[str], spans: Sequence[Sequence[Span]], cos
             "at once (TEXTFLIX_MAX_WORK_IN_FLIGHT). Send fewer or shorter texts, or leave out the explanations.",
             capacity,
         )
+    return cost
