@@ -5,9 +5,9 @@
 Both hand over the same shape: per model, a probability of "positive", and a sentence
 explanation as ``model.quality.ReviewExplanation.as_dict()`` gives it::
 
-    {"weights": [0.4, -0.1], "samples": 64, "intercept": ..., "score": ..., "quality": {...}}
+    {"weights": [0.4, -0.1], "samples": 64, "intercept": ..., "score": ..., "quality": {...}, "assessment": {...}}
 
-(a weight per sentence, in order; other keys, such as the API's assessment, are not stored).
+(a weight per sentence, in order; its ``assessment``, and the API's other keys beside it, are not stored).
 A word-level explanation (the build's, of NB-SVM) has ``words`` beside its ``weights``.
 """
 
