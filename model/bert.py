@@ -26,12 +26,12 @@ from tqdm import tqdm
 
 from model import checkpoints
 from model.artifacts import atomic_directory, read_meta
-from model.config import PER_SENTENCE, PREDATING_VALUES, SENTENCE_WINDOWS, SENTENCES, BertConfig
+from model.config import DISTILL, PER_SENTENCE, PREDATING_VALUES, SENTENCE_WINDOWS, SENTENCES, BertConfig
 from model.devices import autocast, int8_linears
 from model.encoding import Encoder, head_and_tail_sentences
 from model.fine_tuning import gold_targets, layer_groups, optimizer_and_schedule, seed_everything
-from model.names import BERT, DISPLAY_NAMES, LABELS
-from model.sentences import Sentences, split_sentences
+from model.names import BERT, DISPLAY_NAMES, LABELS, STUDENT_NETWORK, TEACHER
+from model.sentences import Sentences, Span, split_sentences
 
 # before transformers is imported, here and through model.pooling
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -44,6 +44,20 @@ OFFSET = "offset"  # and of the offset added to its log-odds (app.offline.steps.
 OFFSET_PER = "offset_per"  # and of how often it is added (model.config.CalibrationConfig)
 # and of the folder, beside its own, of the model that reads its texts of one sentence (model.config.ServingConfig)
 ONE_SENTENCE_READER = "one_sentence_reader"
+
+
+def one_sentence_reader_of(recipe: str, choice: str) -> str | None:
+    """The folder of the model that a served BERT hands its texts of one sentence to: the distill
+    recipe's teacher when ``choice`` (--one-sentence-reader) is the teacher; else None, and the BERT
+    reads every text itself."""
+    return TEACHER if recipe == DISTILL and choice == TEACHER else None
+
+
+def network_reading(sentences: Sequence, one_sentence_reader: bool) -> str:
+    """Which network of a served BERT reads a text of these ``sentences`` (its split, made once by the
+    caller): the ``one_sentence_reader`` (TEACHER) for a text of one sentence when it has one, its own
+    (STUDENT_NETWORK) for any other. What the API reports (``read_by``) and what the server charges."""
+    return TEACHER if one_sentence_reader and len(sentences) == 1 else STUDENT_NETWORK
 
 
 class TooManyFrozenLayers(ValueError):
@@ -352,14 +366,14 @@ class BertClassifier:
         """The tokens of a text's sentences a sentence model reads at most (``read_units``)."""
         return SENTENCE_WINDOWS * self.config.max_length
 
-    def sentences_read(self, text: str) -> list[int] | None:
-        """Which of the sentences of ``text`` (``split_sentences``'s, by index) this model adds up the
-        scores of when it reads ``text``: all of them, or those ``read_units`` keeps of a long text.
-        None when it does not read ``text`` as a sum of its sentences: a whole-text model, or a text
+    def sentences_read(self, sentences: Sequence[Span]) -> list[int] | None:
+        """Which of a text's ``sentences`` (``split_sentences``'s, by index) this model adds up the
+        scores of when it reads the text: all of them, or those ``read_units`` keeps of a long text.
+        None when it does not read the text as a sum of its sentences: a whole-text model, or a text
         of one sentence that it hands to its ``one_sentence_reader``."""
-        if not self.reads_sentences or self.reads_alone(text):
+        if not self.reads_sentences or self.read_by(sentences) == TEACHER:
             return None
-        ids = self.encoder.ids([s.text for s in split_sentences(text)])
+        ids = self.encoder.ids([s.text for s in sentences])
         return head_and_tail_sentences([len(unit) for unit in ids], self.sentence_budget)
 
     def text_logits(
@@ -421,7 +435,7 @@ class BertClassifier:
         if reader is None:
             return self.own_proba(texts, max_tokens)
         split = [t if isinstance(t, Sentences) else Sentences(s.text for s in split_sentences(t)) for t in texts]
-        alone = np.array([len(s) == 1 and not isinstance(t, Sentences) for t, s in zip(texts, split)], dtype=bool)
+        alone = np.array([not isinstance(t, Sentences) and self.read_by(s) == TEACHER for t, s in zip(texts, split)], dtype=bool)
         own = split if self.reads_sentences else texts  # a sentence model is handed the sentences split here
         p = np.empty((len(texts), len(LABELS)), dtype=np.float32)
         if alone.any():
@@ -435,9 +449,14 @@ class BertClassifier:
         scores = torch.from_numpy(self.logits(texts, max_tokens)) / self.temperature
         return torch.softmax(scores, dim=-1).numpy()
 
+    def read_by(self, sentences: Sequence) -> str:
+        """Which network ``predict_proba`` has read a text of these ``sentences`` (its split, made once
+        by the caller) with: the ``one_sentence_reader`` (TEACHER) or this model's own (``network_reading``)."""
+        return network_reading(sentences, self.one_sentence_reader is not None)
+
     def reads_alone(self, text: str) -> bool:
         """Whether ``predict_proba`` hands ``text`` to the ``one_sentence_reader``."""
-        return self.one_sentence_reader is not None and len(split_sentences(text)) == 1
+        return self.read_by(split_sentences(text)) == TEACHER
 
     def save(self, directory: Path, meta: dict | None = None) -> None:
         """Write model, tokenizer and config (plus ``meta`` facts) to ``directory`` atomically."""

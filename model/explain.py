@@ -6,7 +6,8 @@ model is 99 % sure of still shows). Removed sentences are dropped from the pertu
 text, not replaced by a placeholder; a model that reads sentences is handed the sentences
 kept (``Perturbations``) rather than a text to split again. Each sentence explanation
 comes with its ``model.quality.Quality``: LIME's fit, stability across two seeds, and
-ERASER faithfulness against random sentences.
+ERASER faithfulness against random sentences. ``explain_review`` is a review's sentence
+explanation as the site answers and stores it, the server's live analysis and the build's alike.
 
 Every text is scored once per explanation (``Memoized``): both LIME runs and the
 faithfulness checks share the scores, and each step sends its new texts in one call
@@ -29,7 +30,7 @@ from scipy.stats import spearmanr
 
 from model.config import LimeConfig
 from model.names import LABELS, POSITIVE
-from model.quality import LOG_ODDS, Quality
+from model.quality import LOG_ODDS, Quality, ReviewExplanation, assessment, finite, finite_or_none
 from model.sentences import Sentences, Span
 
 ProbaFn = Callable[[list[str]], np.ndarray]
@@ -194,6 +195,25 @@ def explain_sentences(
     quality.stability = rank_agreement(first.weights, second.weights)
     return SentenceExplanation(
         first.weights, first.intercept, first.score, quality=quality, samples=config.lime_samples
+    )
+
+
+def explain_review(
+    text: str, sentences: Sequence[Span], predict_proba: ProbaFn, config: LimeConfig, reads_sentences: bool = False
+) -> ReviewExplanation:
+    """A model's sentence explanation of a review as the site answers and stores it: ``explain_sentences``,
+    its figures finite. The server's live analysis and the build's per-review work both call it; what
+    differs between them is a parameter: ``predict_proba`` (the model's own, or through the server's
+    micro-batcher) and ``config`` (LIME's samples and seeds)."""
+    found = explain_sentences(text, sentences, predict_proba, config, reads_sentences)
+    quality = {key: finite_or_none(value) for key, value in found.quality.as_dict().items()}
+    return ReviewExplanation(
+        weights=[finite(w) for w in found.weights],
+        samples=found.samples,
+        intercept=finite(found.intercept),
+        score=finite(found.score),
+        quality=quality,
+        assessment=assessment(found.score, quality),
     )
 
 

@@ -2,6 +2,8 @@
 
 The figures are computed in ``model.explain``; this module is light (no lime, no
 torch), so that the web server and the export can read them without importing LIME.
+A model's explanation of a review as the site answers and stores it, the build's and the
+server's alike, is a ``ReviewExplanation`` (``model.explain.explain_review`` makes it).
 
 - ``score``: LIME's own surrogate fit, the weighted R² of its linear model;
 - ``stability``: Spearman rank agreement of the weights with a second LIME run that
@@ -18,6 +20,7 @@ torch), so that the web server and the export can read them without importing LI
 
 __all__ = ["is_empty"]
 
+import math
 from dataclasses import asdict, dataclass, fields
 
 LOG_ODDS, PROBABILITY = "log_odds", "probability"  # what LIME explains: model.config.LimeConfig.lime_target
@@ -117,3 +120,36 @@ def assessment(score: float | None, quality: dict | None) -> dict:
     ``reasons`` and a ``reading`` of the fit."""
     reasons = weak_reasons(score, quality or {})
     return {"weak": bool(reasons), "reasons": reasons, "reading": fit_reading(score)}
+
+
+def finite(value: float) -> float:
+    """A figure as the site stores and answers it: a non-finite float (NaN, ±inf) is 0."""
+    return float(value) if math.isfinite(value) else 0.0
+
+
+def finite_or_none(value):
+    """A figure for JSON: non-finite floats become None; other values pass."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+@dataclass(frozen=True)
+class ReviewExplanation:
+    """One model's sentence explanation of a review: a weight per sentence, in order, and its trust
+    figures, all finite (``finite``; a non-finite figure of ``quality`` is None). ``as_dict`` is the
+    one shape in which the build's work and the server's analysis hand it on to be stored
+    (``app.results``); ``figures`` is what the API answers of it beside the weights."""
+
+    weights: list[float]
+    samples: int  # the texts its local model is fitted to
+    intercept: float
+    score: float  # R² of LIME's local linear model
+    quality: dict  # ``Quality.as_dict()``
+    assessment: dict  # what the site says of the figures (``assessment``)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def figures(self) -> dict:
+        """Its figures and what the site says of them, as the API answers them."""
+        return {"samples": self.samples, "intercept": self.intercept, "score": self.score, "quality": dict(self.quality),
+                **self.assessment}  # fmt: skip

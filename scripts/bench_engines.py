@@ -227,8 +227,9 @@ def write_rate(url: str, source_db: Path, reviews: int, models: int, repeats: in
 
     def explanation_batches():
         for model in names:
-            results = [{"model": model, "level": SENTENCE, "review_id": i, "samples": 512, "intercept": 0.0,
-                        "score": 0.5, "quality": quality, "weights": [[s, 0.01] for s in per_review[i]]}
+            results = [{"model": model, "level": SENTENCE, "review_id": i, "sentence_ids": per_review[i],
+                        "explanation": {"weights": [0.01] * len(per_review[i]), "samples": 512, "intercept": 0.0,
+                                        "score": 0.5, "quality": quality}}
                        for i in ids]  # fmt: skip
             for start in range(0, len(results), EXPLAIN_BLOCK):
                 yield results[start : start + EXPLAIN_BLOCK]
@@ -236,7 +237,7 @@ def write_rate(url: str, source_db: Path, reviews: int, models: int, repeats: in
     rates = {}
     for name, batches, rows_of, batch in (
         ("predictions", prediction_batches, lambda r: len(r["ids"]), f"{PREDICT_CHUNK} reviews"),
-        ("explanations", explanation_batches, lambda r: 1 + len(r["weights"]), f"{EXPLAIN_BLOCK} reviews"),
+        ("explanations", explanation_batches, lambda r: 1 + len(r["sentence_ids"]), f"{EXPLAIN_BLOCK} reviews"),
     ):
         seconds, rows = [], 0
         for _ in range(repeats):

@@ -5,7 +5,8 @@ requests are the most expensive the limits allow, in 4-byte characters (letters 
 mathematical alphanumerics: such a text takes 4 bytes a character in memory):
 
 - explained: one text of TEXTFLIX_MAX_TEXT_CHARS characters with as many sentences as one
-  request may have explained, its charge (``analysis_cost``) within TEXTFLIX_MAX_WORK_IN_FLIGHT;
+  request may have explained, its charge within TEXTFLIX_MAX_WORK_IN_FLIGHT (what the server
+  charges: ``app.web.costs.request_cost``, with the readers the built BERT would give the texts);
 - explained, many: as many such texts as TEXTFLIX_MAX_EXPLAIN_CHARS allows, each with as many
   sentences as keep the request's charge within the limit;
 - TEXTFLIX_MAX_TEXTS texts of TEXTFLIX_MAX_TEXT_CHARS characters, not explained;
@@ -38,8 +39,12 @@ import httpx
 
 from app.settings import Settings
 from app.web.analysis import sentence_spans
-from app.web.batching import analysis_cost
+from app.web.costs import request_cost
+from model.artifacts import read_meta
+from model.bert import ONE_SENTENCE_READER, network_reading
 from model.config import LimeConfig
+from model.names import BERT
+from model.trained import model_dir
 
 from bench_api import database_copy, ms, percentile, textflix_server  # scripts/, beside this script
 
@@ -70,14 +75,28 @@ def long_text(seed: int, sentences: int, chars: int) -> str:
     return " ".join(parts)[:chars].translate(WIDE)
 
 
-def most_sentences(settings: Settings, texts: int, seed: int) -> list[str]:
+def served_readers(data_dir: Path):
+    """What the server reports and charges as each text's reader (``read_by``, by model), from its sentences:
+    the built BERT's choice, without loading it (its facts file says whether it hands texts of one sentence
+    to another network)."""
+    hands_over = bool(read_meta(model_dir(data_dir / "models", BERT)).get(ONE_SENTENCE_READER))
+    return lambda spans: {BERT: network_reading(spans, hands_over)} if hands_over else {}
+
+
+def charge(settings: Settings, readers, texts: list[str], explain: bool) -> tuple[list, int]:
+    """The sentences of ``texts`` and the model passes the server charges for them (``request_cost``)."""
+    spans = [sentence_spans(t) for t in texts]
+    return spans, request_cost(texts, spans, [readers(s) for s in spans], explain, settings.group(LimeConfig))
+
+
+def most_sentences(settings: Settings, readers, texts: int, seed: int) -> list[str]:
     """``texts`` texts of ``max_text_chars`` characters, with as many sentences each (the same
     number) as keep their explanation within ``max_work_in_flight`` and ``max_explain_sentences``."""
-    lime, chars = settings.group(LimeConfig), settings.max_text_chars
+    chars = settings.max_text_chars
 
     def made(sentences: int) -> tuple[list[str], int]:
         made_texts = [long_text(seed + i, sentences, chars) for i in range(texts)]
-        return made_texts, analysis_cost(made_texts, True, lime, [sentence_spans(t) for t in made_texts])
+        return made_texts, charge(settings, readers, made_texts, True)[1]
 
     low, high = 1, max(1, settings.max_explain_sentences // texts)  # low fits (or nothing does)
     while low < high:
@@ -89,11 +108,11 @@ def most_sentences(settings: Settings, texts: int, seed: int) -> list[str]:
     return made(low)[0]
 
 
-def worst_requests(settings: Settings, seed: int) -> list[tuple[str, str, dict]]:
+def worst_requests(settings: Settings, readers, seed: int) -> list[tuple[str, str, dict]]:
     """(path, body kind, body) of the most expensive requests the settings allow."""
-    [explained] = most_sentences(settings, 1, seed)
+    [explained] = most_sentences(settings, readers, 1, seed)
     most_texts = max(1, min(settings.max_texts, settings.max_explain_chars // settings.max_text_chars))
-    many = most_sentences(settings, most_texts, seed)
+    many = most_sentences(settings, readers, most_texts, seed)
     plain = [long_text(seed + i, 200, settings.max_text_chars) for i in range(settings.max_texts)]
     return [
         ("/api/predict", "json", {"texts": [explained], "explain": True}),
@@ -104,11 +123,10 @@ def worst_requests(settings: Settings, seed: int) -> list[tuple[str, str, dict]]
     ]
 
 
-def describe(settings: Settings, path: str, body: dict) -> str:
+def describe(settings: Settings, readers, path: str, body: dict) -> str:
     texts = body.get("texts") or [body["text"]]
-    spans = [sentence_spans(t) for t in texts]
     explain = body.get("explain", path != "/api/predict")
-    cost = analysis_cost(texts, explain, settings.group(LimeConfig), spans)
+    spans, cost = charge(settings, readers, texts, explain)
     return (
         f"{path} {'explained' if explain else 'not explained'}: {len(texts)} texts, "
         f"{sum(map(len, texts)):,} characters, "
@@ -213,10 +231,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"No built database and models in {args.data_dir}: run `textflix build` first.")
     settings = Settings()
     print(f"CPU: {cpu_name()}", flush=True)
-    requests = worst_requests(settings, args.seed)
+    readers = served_readers(args.data_dir)
+    requests = worst_requests(settings, readers, args.seed)
     ordinary = [request for request in requests if request[0] == "/api/predict" and not request[2].get("explain")]
     for path, _, body in requests:
-        print(f"request {describe(settings, path, body)}", flush=True)
+        print(f"request {describe(settings, readers, path, body)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="textflix-load-") as tmp:
         url = database_copy(db, Path(tmp))
         server = textflix_server(args.data_dir, url, settings.batch_window_ms, args.device, Path(tmp) / "server.log")

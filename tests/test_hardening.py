@@ -21,6 +21,7 @@ import threading
 import time
 import tracemalloc
 from contextlib import contextmanager
+from functools import partial
 
 import httpx
 import numpy as np
@@ -28,9 +29,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.settings import Settings
-from app.web import whatif
-from app.web.analysis import READER_COST, ModelAnalyzer, sentence_spans
-from app.web.batching import BACKGROUND, FULL_TEXT_CHARS, TEXT_OVERHEAD_CHARS, URGENT, MicroBatcher, analysis_cost
+from app.web.analysis import ModelAnalyzer, sentence_spans
+from app.web.batching import BACKGROUND, URGENT, MicroBatcher
+from app.web.costs import FULL_TEXT_CHARS, READER_COST, TEXT_OVERHEAD_CHARS, analysis_cost, request_cost, what_if_cost
 from app.web.errors import ServerStopping
 from app.web.main import create_app
 from model.config import LimeConfig
@@ -39,6 +40,16 @@ from tests.conftest import ROOT, free_port, serve_in_thread
 from tests.web_fixtures import FakeAnalyzer, analyzer_app, cue_model, use_analyzer, web_database  # noqa: F401
 
 TITLE = "tt0100001"
+
+
+def teacher_for_one_sentence():
+    """A distilled BERT's ``read_by`` (``model.bert.network_reading``): its teacher reads a text of one sentence.
+    Imported here, before any server runs: importing torch on the event loop would hold it up."""
+    from model.bert import network_reading
+
+    return partial(network_reading, one_sentence_reader=True)
+
+
 def review(sentences: int) -> str:
     return " ".join(f"Sentence {i} was {'good' if i % 2 else 'boring'}." for i in range(sentences))
 
@@ -95,7 +106,7 @@ def test_an_explanation_is_charged_the_texts_and_characters_it_sends_to_the_mode
     [result] = asyncio.run(main())
     lime = settings.group(LimeConfig)
     explaining = analysis_cost([text], True, lime, [sentence_spans(text)])
-    charge = explaining + whatif.cost([text], lime)  # and at most what its "what if" may re-score
+    charge = explaining + what_if_cost([text], lime)  # and at most what its "what if" may re-score
     assert len(result["sentences"]) == sentences
     for calls in sent.values():
         texts, chars = sum(c[0] for c in calls), sum(c[1] for c in calls)
@@ -118,10 +129,7 @@ def test_a_text_the_teacher_reads_is_charged_the_teachers_time(explain):
         reserved.append(analyzer.work.in_flight)
         return cue_model(0.0)(texts)
 
-    def read_by(text):
-        return "teacher" if len(sentence_spans(text)) == 1 else "student"
-
-    analyzer = ModelAnalyzer({name: counting for name in MODELS}, settings, read_by={"bert": read_by})
+    analyzer = ModelAnalyzer({name: counting for name in MODELS}, settings, read_by={"bert": teacher_for_one_sentence()})
 
     async def charged(text):
         reserved.clear()
@@ -133,8 +141,44 @@ def test_a_text_the_teacher_reads_is_charged_the_teachers_time(explain):
 
     for text, extra in ((one, (READER_COST - 1) * (2 if explain else 1)), (two, 0)):
         spans = [sentence_spans(text)] if explain else None
-        what_if = whatif.cost([text], lime) if explain else 0
+        what_if = what_if_cost([text], lime) if explain else 0
         assert asyncio.run(charged(text)) == analysis_cost([text], explain, lime, spans) + extra * analysis_cost([text], False, lime) + what_if
+    assert analyzer.work.in_flight == 0
+
+
+@pytest.mark.parametrize("explain", [False, True])
+def test_a_request_is_charged_its_request_cost_and_each_text_split_once(explain, monkeypatch):
+    """What the server reserves is ``request_cost`` of the request, texts the teacher reads among them;
+    each text is split once, and its sentences give its reader (``read_by``), its charge and its explanation."""
+    from app.web import analysis
+
+    settings = Settings(database_url="sqlite://", batch_window_ms=2, max_work_in_flight=10**6, lime_samples=16)
+    texts = ["A good film.", review(6), review(30)]
+    reserved, split = [], []
+
+    def counting(texts):
+        reserved.append(analyzer.work.in_flight)
+        return cue_model(0.0)(texts)
+
+    def splitting(text):
+        split.append(text)
+        return sentence_spans(text)
+
+    monkeypatch.setattr(analysis, "sentence_spans", splitting)
+    analyzer = ModelAnalyzer({name: counting for name in MODELS}, settings, read_by={"bert": teacher_for_one_sentence()})
+
+    async def main():
+        try:
+            return await analyzer.analyze(texts, explain=explain)
+        finally:
+            await analyzer.stop()
+
+    results = asyncio.run(main())
+    assert split == texts
+    assert [result["predictions"]["bert"]["read_by"] for result in results] == ["teacher", "student", "student"]
+    spans = [sentence_spans(text) for text in texts]
+    readers = [{"bert": analyzer.read_by["bert"](text_spans)} for text_spans in spans]
+    assert max(reserved) == request_cost(texts, spans, readers, explain, settings.group(LimeConfig))
     assert analyzer.work.in_flight == 0
 
 
@@ -146,7 +190,7 @@ def test_the_longest_review_of_the_archive_is_explained_under_the_default_limits
     settings = Settings(database_url=web_database, batch_window_ms=2)  # LIME's default samples
     spans = sentence_spans(text)
     assert (len(text), len(spans)) == (13_602, 156)
-    cost = analysis_cost([text], True, settings.group(LimeConfig), [spans]) + whatif.cost([text], settings.group(LimeConfig))
+    cost = analysis_cost([text], True, settings.group(LimeConfig), [spans]) + what_if_cost([text], settings.group(LimeConfig))
     assert cost * 1.1 <= settings.max_work_in_flight, cost  # 9,321 with its "what if" (82), of 10,400
     app = create_app(settings)
     use_analyzer(app, ModelAnalyzer({name: cue_model(0.0) for name in MODELS}, settings))
@@ -265,7 +309,7 @@ def test_a_rate_limit_that_is_not_one_is_refused_saying_how_to_write_it(capsys):
 
 def test_a_request_larger_than_the_server_takes_is_refused_as_a_client_error(web_database):
     texts, lime = [review(6), review(8)], LimeConfig(lime_samples=16)
-    cost = analysis_cost(texts, True, lime, [sentence_spans(t) for t in texts]) + whatif.cost(texts, lime)
+    cost = analysis_cost(texts, True, lime, [sentence_spans(t) for t in texts]) + what_if_cost(texts, lime)
     app, analyzer, models = analyzer_app(web_database, max_work_in_flight=cost - 1)
     with TestClient(app) as client:
         response = client.post("/api/predict", json={"texts": texts, "explain": True})
@@ -277,7 +321,7 @@ def test_a_request_larger_than_the_server_takes_is_refused_as_a_client_error(web
     # A long text over a small limit: every route that explains says the same, once the text is
     # split (a check before splitting, taking the text for one sentence, could only guess low).
     text = review(100)
-    cost = analysis_cost([text], True, lime, [sentence_spans(text)]) + whatif.cost([text], lime)
+    cost = analysis_cost([text], True, lime, [sentence_spans(text)]) + what_if_cost([text], lime)
     app, analyzer, models = analyzer_app(web_database, max_work_in_flight=4)  # the text alone takes 3
     said = f"(2,289 characters, 100 sentences) takes {cost:,} model passes of 1,000 characters; the server takes at most 4"
     with TestClient(app) as client:
@@ -685,18 +729,9 @@ def costly_bodies(limit: int, most: int) -> list[tuple[str, dict]]:
 def test_no_body_keeps_the_server_from_answering_others(web_database):
     """The worst bodies of every analysing route, one after another, beside a heartbeat: /api/health answers
     throughout, within half a second. BERT here hands one-sentence texts to a teacher, as the default
-    build's does, so that each text is split before it is admitted (``_reader_cost``)."""
-    from app.web.analysis import network_of
-    from model.sentences import split_sentences
-
-    class OneSentenceReader:  # what the analyzer asks of a distilled BERT: which texts its teacher reads
-        one_sentence_reader = True
-
-        def reads_alone(self, text: str) -> bool:
-            return len(split_sentences(text)) == 1
-
+    build's does, so that each text is split before it is admitted (``reader_cost``)."""
     app, analyzer, _ = analyzer_app(web_database, allow_anonymous_writes=True, max_work_in_flight=10**6)
-    analyzer.read_by = {"bert": network_of(OneSentenceReader())}
+    analyzer.read_by = {"bert": teacher_for_one_sentence()}
     settings = app.state.settings
     bodies = worst_bodies(settings.max_text_chars, settings.max_texts)
     with serve_in_thread(app) as url:

@@ -2,22 +2,39 @@
 build runs by default), on NB-SVM alone so that it takes seconds: each review's rows are
 written once, and a second run finds nothing left to do."""
 
+import asyncio
 import re
+import threading
+from types import SimpleNamespace
 
 from sqlalchemy import func, select
 
-from app.db import Explanation, Prediction, Review, Sentence, WordWeight, latest_run, make_engine, session_scope
+from app.db import (
+    Explanation,
+    Prediction,
+    Review,
+    Sentence,
+    SentenceWeight,
+    WordWeight,
+    latest_run,
+    make_engine,
+    session_scope,
+)
 from app.offline import estimates, pipeline
 from app.offline.pipeline import Pipeline
-from app.offline.review_work import Task
+from app.offline.review_work import Task, Worker, units, write_results
 from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps, scoring
 from app.offline.steps.data import ReadData
 from app.offline.steps.scoring import Explain, Predict
 from app.offline.steps.training import Train
 from app.offline.work_engines import LOCAL, run_tasks
 from app.settings import Settings
-from model.config import DISTILL, PLAIN
+from app.web.analysis import ModelAnalyzer, sentence_spans
+from app.web.ready_analyzer import unanalysed
+from app.web.store import fill_in_model, store_user_review
+from model.config import DISTILL, PLAIN, LimeConfig, WordLimeConfig
 from model.names import CATALOGUE, EVAL, MODELS, NBSVM, SENTENCE, WORD, WORD_LEVEL_MODEL
+from tests.web_fixtures import build_web_database, cue_model
 
 TASKS = [Task(NBSVM), Task(NBSVM, SENTENCE), Task(WORD_LEVEL_MODEL, WORD)]
 
@@ -151,3 +168,46 @@ def test_the_running_steps_progress_says_its_seconds_left_and_when_each_model_is
     assert written[-1] is None  # no step runs
     assert "Number format: " in caplog.text
     assert re.search(r"Step explain_nbsvm: \d+ of \d+ reviews in \d+ s: about .* left for it", caplog.text)
+
+
+def test_the_build_and_the_server_write_the_same_rows_for_a_review(tmp_path):
+    """One review, one model, the same LIME seeds: the build's per-review work (``units``, ``Worker``,
+    ``write_results``), the server's analysis of a posted review (``store_user_review``) and its filling in
+    of one posted while the model was pending (``fill_in_model``) write the same rows (``app.results``)."""
+    engine = make_engine(build_web_database(tmp_path / "textflix.db"))
+    settings = Settings(database_url=str(engine.url), lime_samples=16, batch_window_ms=2)
+    text = "A wonderful film. The plot was boring. Great acting, though! I would not watch it again."
+    spans, lock, model = sentence_spans(text), threading.Lock(), cue_model(0.0)
+    analyzer = ModelAnalyzer({NBSVM: model}, settings)
+
+    async def analyse():
+        try:
+            [result] = await analyzer.analyze([text], explain=True)
+            p_positive, explanations = await asyncio.gather(analyzer.predict([text]), analyzer.explain(text, spans))
+            return result, float(p_positive[NBSVM][0]), explanations[NBSVM].as_dict()
+        finally:
+            await analyzer.stop()
+
+    result, p_positive, explanation = asyncio.run(analyse())
+    [unread] = unanalysed([text], explain=True)  # a review posted while no model was ready: its sentences only
+    posted = store_user_review(engine, lock, text, "tt0100001", None, result)
+    filled, built = (store_user_review(engine, lock, text, "tt0100001", None, unread) for _ in range(2))
+    fill_in_model(engine, lock, filled, NBSVM, p_positive, explanation)
+    worker = Worker(lambda name: SimpleNamespace(predict_proba=model, reads_sentences=False), settings.group(LimeConfig),
+                    settings.group(WordLimeConfig))  # fmt: skip
+    for task in (Task(NBSVM), Task(NBSVM, SENTENCE)):
+        with session_scope(engine) as session:
+            write_results(session, worker(list(units(engine, task, [built]))))
+
+    def rows(review_id: int) -> tuple:
+        with session_scope(engine) as session:
+            prediction = session.get(Prediction, {"model": NBSVM, "review_id": review_id})
+            weights = session.scalars(
+                select(SentenceWeight.weight).join(Sentence).where(Sentence.review_id == review_id).order_by(Sentence.position)
+            ).all()
+            explanation = session.get(Explanation, {"model": NBSVM, "review_id": review_id, "level": SENTENCE})
+            figures = {c.name: getattr(explanation, c.name) for c in Explanation.__table__.columns if c.name != "review_id"}
+            return (prediction.label, prediction.p_positive), list(weights), figures
+
+    assert rows(posted) == rows(filled) == rows(built)
+    assert len(rows(built)[1]) == len(spans) == 4 and rows(built)[2]["samples"] == 16

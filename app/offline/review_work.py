@@ -4,7 +4,9 @@ The work of a step is a list of ``Task``s (one model's predictions, or its expla
 one level), each cut into *units*: plain, JSON-ready dicts that carry all a computation
 needs (a chunk of review texts to score, or one review with its sentences to explain), so
 that computing them needs no database. ``Worker`` turns units into *results*, plain dicts
-again, loading each model once; ``write_results`` adds results to a database session.
+again, loading each model once: a review's sentence explanation is ``model.explain.explain_review``'s,
+as the server's live analysis computes it; ``write_results`` adds their rows (``app.results``, as
+the server writes the reviews it stores) to a database session.
 The in-process engine and the Ray engine (``app.offline.work_engines``) call exactly these, so both
 write the same rows; only where the units are computed differs.
 
@@ -20,15 +22,15 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, WordWeight, session_scope
+from app.db import Explanation, Prediction, Review, Sentence, session_scope
+from app.results import explained_rows, prediction_row, word_rows
 from model import explain
 from model.config import LimeConfig, WordLimeConfig
-from model.names import CATALOGUE, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL, label_of
+from model.names import CATALOGUE, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL
 from model.sentences import Span
 from model.trained import Classifier
 
 PREDICT_CHUNK = 256  # reviews per model call (and per unit) in the predict step
-WORD_CHARS = 128  # the longest word word_weights keeps (app.db.WordWeight.word)
 READ_BLOCK = 256  # reviews per database read while the explain units are made
 
 
@@ -122,23 +124,21 @@ class Worker:
         return {"model": unit["model"], "level": None, "ids": list(unit["ids"]), "p_positive": [float(p) for p in p_positive]}
 
     def explain(self, unit: dict) -> dict:
-        """LIME of one review, as ``model.explain`` computes it (per-review seeds: the result
-        does not depend on what else the worker explains)."""
+        """LIME of one review, as ``model.explain`` computes it (per-review seeds: the result does not
+        depend on what else the worker explains): its ``explanation`` in the shape ``app.results`` stores,
+        a sentence explanation's over the review's ``sentence_ids``."""
         model = self.model(unit["model"])
         text, lime = unit["text"], self.lime
         result = {"model": unit["model"], "level": unit["level"], "review_id": unit["review_id"]}
         if unit["level"] == SENTENCE:
             spans = [Span(start, end, sentence) for _, start, end, sentence in unit["sentences"]]
-            found = explain.explain_sentences(text, spans, model.predict_proba, lime, model.reads_sentences)
-            result["samples"] = found.samples
-            result["quality"] = found.quality.as_dict()
-            result["weights"] = [[row[0], w] for row, w in zip(unit["sentences"], found.weights)]
-        else:
-            config = self.word_lime
-            found = explain.explain_words(text, model.predict_proba, config.word_lime_samples, config.seed, lime.lime_target)
-            result["samples"] = config.word_lime_samples
-            result["weights"] = [[word, w] for word, w in zip(found.words, found.weights)]
-        return {**result, "intercept": found.intercept, "score": found.score}
+            found = explain.explain_review(text, spans, model.predict_proba, lime, model.reads_sentences)
+            return {**result, "sentence_ids": [row[0] for row in unit["sentences"]], "explanation": found.as_dict()}
+        config = self.word_lime
+        words = explain.explain_words(text, model.predict_proba, config.word_lime_samples, config.seed, lime.lime_target)
+        explanation = {"words": words.words, "weights": words.weights, "samples": config.word_lime_samples,
+                       "intercept": words.intercept, "score": words.score}  # fmt: skip
+        return {**result, "explanation": explanation}
 
 
 def write_results(session: Session, results: Sequence[dict]) -> None:
@@ -146,22 +146,8 @@ def write_results(session: Session, results: Sequence[dict]) -> None:
     for result in results:
         model, level = result["model"], result["level"]
         if level is None:
-            session.add_all(
-                Prediction(review_id=review_id, model=model, label=label_of(p), p_positive=p)
-                for review_id, p in zip(result["ids"], result["p_positive"])
-            )
-            continue
-        review_id = result["review_id"]
-        if level == SENTENCE:
-            session.add_all(SentenceWeight(sentence_id=s, model=model, weight=w) for s, w in result["weights"])
+            session.add_all(prediction_row(model, p, review_id) for review_id, p in zip(result["ids"], result["p_positive"]))
+        elif level == SENTENCE:
+            session.add_all(explained_rows(model, result["review_id"], result["sentence_ids"], result["explanation"]))
         else:
-            session.add_all(
-                WordWeight(review_id=review_id, model=model, word=word[:WORD_CHARS], weight=w)
-                for word, w in result["weights"]
-            )
-        session.add(
-            Explanation(
-                review_id=review_id, model=model, level=level, samples=result["samples"],
-                intercept=result["intercept"], score=result["score"], **result.get("quality", {}),
-            )
-        )  # fmt: skip
+            session.add_all(word_rows(model, result["review_id"], result["explanation"]))

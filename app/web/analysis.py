@@ -11,6 +11,11 @@
 sentence's exact share of an additive model's log-odds and the fewest sentences that flip a
 verdict, is added by ``app.web.whatif``.)
 
+Each text is split into its sentences once per request (``sentence_spans``); its sentences
+decide which network reads it (the model's ``read_by``), what the request costs
+(``app.web.costs.request_cost``) and what is explained. A model's explanation of a text is
+``model.explain.explain_review``'s, as the build's is.
+
 Every model call goes through the model's ``MicroBatcher`` (``app.web.batching``), LIME's
 too (one call per explanation, deduplicated, run in a thread pool), and every analysis
 first reserves its model passes from the ``WorkLimiter``. Cancelling an analysis (its
@@ -23,31 +28,27 @@ be loaded, ``NoModels`` stands in and says why.
 import asyncio
 import concurrent.futures
 import logging
-import math
 import os
 import resource
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
 
 from app.settings import Settings
 from app.web import whatif
-from app.web.batching import BACKGROUND, CALL_WEIGHT, FULL_TEXT_CHARS, MicroBatcher, ProbaFn, WorkLimiter, analysis_cost
+from app.web.batching import BACKGROUND, CALL_WEIGHT, MicroBatcher, ProbaFn, WorkLimiter
+from app.web.costs import explanation_cost, request_cost
 from app.web.limits import off_the_loop
 from model.config import LimeConfig
-from model.names import DISPLAY_NAMES, MODELS, STUDENT_NETWORK, TEACHER, label_of
-from model.quality import assessment
+from model.names import DISPLAY_NAMES, MODELS, label_of
+from model.quality import ReviewExplanation
 from model.sentences import Span, split_sentences
 
 log = logging.getLogger("textflix")
-# What a text costs BERT's teacher against its student, the unit of ``analysis_cost``: a one-line
-# review 4.2× (18.8 against 4.5 ms), 64 one-sentence texts of 20,000 characters 3.9× (11.0 against
-# 2.8 s), on 2 CPU cores (model/README.md, "The teacher for one-sentence texts").
-READER_COST = 4
 
 
 def sentence_spans(text: str) -> list[Span]:
@@ -60,22 +61,14 @@ def sentence_spans(text: str) -> list[Span]:
     return [Span(start, end, text[start:end])]
 
 
-def finite(value: float) -> float:
-    return float(value) if math.isfinite(value) else 0.0
-
-
-def finite_or_none(value):
-    """A figure for JSON: non-finite floats become None; other values pass."""
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-class ExplanationTooLarge(Exception):
-    """The texts of one request have more sentences than ``max_explain_sentences``, or more
-    work than the server takes at once; ``limit`` is the limit it is over."""
-
-    def __init__(self, message: str, limit: int):
-        self.limit = limit
-        super().__init__(message)
+def explained_answer(spans: Sequence[Span], explanations: dict[str, ReviewExplanation]) -> dict:
+    """The API's ``sentences`` and ``explanations`` of a text cut into ``spans``, from each model's explanation."""
+    sentences = [
+        {"text": span.text, "start": span.start, "end": span.end,
+         "weights": {name: explanation.weights[i] for name, explanation in explanations.items()}}
+        for i, span in enumerate(spans)
+    ]  # fmt: skip
+    return {"sentences": sentences, "explanations": {name: e.figures() for name, e in explanations.items()}}
 
 
 class Analyzer(Protocol):
@@ -150,24 +143,19 @@ def load_analyzer(settings: Settings, models: tuple[str, ...] = MODELS) -> Analy
 def analyzer_of(loaded: dict, settings: Settings, device: str = "cpu", call_weight: float = 8) -> "ModelAnalyzer":
     """A ``ModelAnalyzer`` of trained models (``model.trained.Classifier``, by name): LIME's texts go as
     their sentences to a model that reads sentences, and a BERT that hands some texts to its
-    teacher says which network read each."""
+    teacher says which network read each (``BertClassifier.read_by``)."""
     return ModelAnalyzer(
         {name: model.predict_proba for name, model in loaded.items()},
         settings,
         device,
         call_weight,
         reads_sentences={name: model.reads_sentences for name, model in loaded.items()},
-        read_by={name: network_of(model) for name, model in loaded.items() if getattr(model, "one_sentence_reader", None)},
+        read_by={name: model.read_by for name, model in loaded.items() if getattr(model, "one_sentence_reader", None)},
         readings={
             name: whatif.Reading(model.sentences_read, model.length_scale)
             for name, model in loaded.items() if model.reads_sentences
         },
     )
-
-
-def network_of(model) -> Callable[[str], str]:
-    """Which network of a model with a ``one_sentence_reader`` reads a text: the teacher or the student."""
-    return lambda text: TEACHER if model.reads_alone(text) else STUDENT_NETWORK
 
 
 def peak_memory_mb() -> float:
@@ -221,12 +209,13 @@ class ModelAnalyzer:
         device: str = "cpu",
         call_weight: float = 8,
         reads_sentences: dict[str, bool] | None = None,
-        read_by: dict[str, Callable[[str], str]] | None = None,
+        read_by: dict[str, Callable[[Sequence[Span]], str]] | None = None,
         readings: dict[str, "whatif.Reading"] | None = None,
     ):
         """``reads_sentences``: the models that take a text as its ``Sentences`` (LIME's texts go to
-        them so); ``read_by``: for a model that hands some texts to another network, which reads a text;
-        ``readings``: how the models that read a text as the sum of its sentences do (``whatif.Reading``)."""
+        them so); ``read_by``: for a model that hands some texts to another network, which reads a text
+        of the given sentences; ``readings``: how the models that read a text as the sum of its sentences
+        do (``whatif.Reading``)."""
         self.settings = settings
         self.reads_sentences = reads_sentences or {}
         self.read_by = read_by or {}
@@ -276,18 +265,21 @@ class ModelAnalyzer:
         ``ExplanationTooLarge`` when the texts have more sentences than one request may explain, or
         their explanations more work than the server takes at once."""
         texts, lime = list(texts), self.settings.group(LimeConfig)
-        readers = await off_the_loop(self._readers, texts)  # splits each text
-        # The texts' own passes first: what the explanations cost is known once the texts are split.
-        async with self.work.admit(analysis_cost(texts, False, lime) + self._reader_cost(texts, readers, False, lime)) as reserve:
+        if explain or self.read_by:  # its sentences decide its explanation, or which network reads it
+            spans, readers = await off_the_loop(self._read, texts, explain)
+        else:
+            spans, readers = None, [{} for _ in texts]
+        # The texts' own passes first, then their explanations' once the texts are checked.
+        async with self.work.admit(request_cost(texts, spans, readers, False, lime)) as reserve:
             if explain:  # side by side, so the texts and LIME's samples can share model calls
-                spans = await self._sentences(texts)
-                reserve(self._explanation_cost(texts, spans, readers, lime))
+                reserve(explanation_cost(texts, spans, readers, lime, self.settings.max_explain_sentences, self.work.capacity))
                 p_positive, *explanations = await asyncio.gather(
                     self.predict(texts), *(self.explain(text, text_spans) for text, text_spans in zip(texts, spans))
                 )
-                await self._what_ifs(texts, spans, p_positive, explanations)
+                answers = [explained_answer(text_spans, by_model) for text_spans, by_model in zip(spans, explanations)]
+                await self._what_ifs(texts, spans, readers, p_positive, answers)
             else:
-                p_positive, explanations = await self.predict(texts), []
+                p_positive, answers = await self.predict(texts), []
         results = []
         for index in range(len(texts)):
             predictions = {}
@@ -297,77 +289,42 @@ class ModelAnalyzer:
                 if name in readers[index]:
                     predictions[name]["read_by"] = readers[index][name]
             results.append({"predictions": predictions})
-        for result, explanation in zip(results, explanations):
-            result.update(explanation)
+        for result, answer in zip(results, answers):
+            result.update(answer)
         return results
 
-    async def _sentences(self, texts: list[str]) -> list[list[Span]]:
-        """The sentences of each text (split off the event loop: pure Python), within the budget."""
-        spans = await off_the_loop(lambda: [sentence_spans(t) for t in texts])
-        count, limit = sum(map(len, spans)), self.settings.max_explain_sentences
-        if count > limit:
-            raise ExplanationTooLarge(
-                f"Explaining this means explaining {count:,} sentences; one request may ask for at most {limit:,} "
-                "(TEXTFLIX_MAX_EXPLAIN_SENTENCES). Send fewer or shorter texts, or leave out the explanations.",
-                limit,
-            )
-        return spans
+    def _read(self, texts: list[str], explain: bool) -> tuple[list[list[Span]] | None, list[dict[str, str]]]:
+        """Each text split once (pure Python, slow for long texts: run it off the event loop): its sentences,
+        kept when it is explained (unexplained, dropped text by text: 64 texts may have hundreds of thousands),
+        and the network that reads it, by model that hands some texts to another (``read_by``): what the API
+        reports, and what the request is charged."""
+        spans, readers = [], []
+        for text in texts:
+            text_spans = sentence_spans(text)
+            readers.append({name: read_by(text_spans) for name, read_by in self.read_by.items()})
+            if explain:
+                spans.append(text_spans)
+        return (spans if explain else None), readers
 
-    def _explanation_cost(self, texts: list[str], spans: list[list[Span]], readers: list[dict[str, str]], lime: LimeConfig) -> int:
-        """``analysis_cost`` of explaining ``texts``, their "what if" included (``whatif.cost``);
-        ``ExplanationTooLarge`` if the server never takes that much."""
-        cost = analysis_cost(texts, True, lime, spans) + self._reader_cost(texts, readers, True, lime) + whatif.cost(texts, lime)
-        capacity = self.work.capacity
-        if cost > capacity:
-            raise ExplanationTooLarge(
-                f"Explaining this ({sum(map(len, texts)):,} characters, {sum(map(len, spans)):,} sentences) takes "
-                f"{cost:,} model passes of {FULL_TEXT_CHARS:,} characters; the server takes at most {capacity:,} "
-                "at once (TEXTFLIX_MAX_WORK_IN_FLIGHT). Send fewer or shorter texts, or leave out the explanations.",
-                capacity,
-            )
-        return cost
-
-    def _readers(self, texts: list[str]) -> list[dict[str, str]]:
-        """For each text, the network that reads it, by model (``read_by``; splitting it: pure Python, slow for long texts)."""
-        return [{name: read_by(text) for name, read_by in self.read_by.items()} for text in texts]
-
-    def _reader_cost(self, texts: list[str], readers: list[dict[str, str]], explain: bool, lime: LimeConfig) -> int:
-        """What the texts a model hands to its teacher cost beyond what ``analysis_cost`` charges: the
-        teacher reads a text in ``READER_COST`` times the student's time, for its prediction and, when
-        it is explained, once more (its explanation scores it, and the empty text, which no network reads)."""
-        alone = [text for text, read in zip(texts, readers) if TEACHER in read.values()]
-        if not alone:
-            return 0
-        return (READER_COST - 1) * (2 if explain else 1) * analysis_cost(alone, False, lime)
-
-    async def explain(self, text: str, spans: list[Span]) -> dict:
-        """Sentence-level LIME of ``text``, cut into ``spans``, for both models (run side by side)."""
+    async def explain(self, text: str, spans: list[Span], names: Sequence[str] | None = None) -> dict[str, ReviewExplanation]:
+        """Each model's (of ``names``; all by default) sentence explanation of ``text``, cut into ``spans``
+        (``model.explain.explain_review``), run side by side in LIME threads."""
         await self.start()
         loop = asyncio.get_running_loop()
-        names = list(self.batchers)
+        names = list(names or self.batchers)
         call = LimeCall(loop)
         try:
-            results = await asyncio.gather(
+            found = await asyncio.gather(
                 *(loop.run_in_executor(self._lime, self._lime_one, text, spans, name, call) for name in names)
             )
         except BaseException:  # cancelled (the client left) or failed: stop the other LIME runs too
             call.cancel()
             raise
-        by_model = dict(zip(names, results))
-        sentences = [
-            {
-                "text": span.text,
-                "start": span.start,
-                "end": span.end,
-                "weights": {name: finite(by_model[name].weights[i]) for name in names},
-            }
-            for i, span in enumerate(spans)
-        ]
-        explanations = {name: self._explanation_info(result) for name, result in by_model.items()}
-        return {"sentences": sentences, "explanations": explanations}
+        return dict(zip(names, found))
 
     async def _what_ifs(
-        self, texts: list[str], spans: list[list[Span]], p_positive: dict, explanations: list[dict]
+        self, texts: list[str], spans: list[list[Span]], readers: list[dict[str, str]], p_positive: dict,
+        explanations: list[dict],
     ) -> None:
         """``whatif.what_if`` of each explained text and model, added in place: each explanation's
         ``exact`` and ``flip`` (and ``start``, ``log_odds``), each sentence's ``contributions``, and
@@ -377,9 +334,9 @@ class ModelAnalyzer:
             p_positive[name] = p_positive[name].astype(np.float64)
         for index, (text, text_spans, explained) in enumerate(zip(texts, spans, explanations)):
             names = list(self.batchers)
-            read = [self.read_by[name](text) if name in self.read_by else None for name in names]
+            read = [readers[index].get(name) for name in names]
             sentences_read = await asyncio.gather(*(
-                loop.run_in_executor(self._lime, self.readings[name].sentences_read, text) if name in self.readings
+                loop.run_in_executor(self._lime, self.readings[name].sentences_read, text_spans) if name in self.readings
                 else asyncio.sleep(0) for name in names
             ))  # fmt: skip
             answers = await asyncio.gather(*(
@@ -397,20 +354,10 @@ class ModelAnalyzer:
                     for sentence, share in zip(explained["sentences"], contributions):
                         sentence.setdefault("contributions", {})[name] = share
 
-    def _explanation_info(self, result) -> dict:
-        quality = {key: finite_or_none(value) for key, value in result.quality.as_dict().items()}
-        return {
-            "samples": result.samples,
-            "intercept": finite(result.intercept),
-            "score": finite(result.score),
-            "quality": quality,
-            **assessment(result.score, quality),
-        }
-
-    def _lime_one(self, text: str, spans: list[Span], name: str, call: LimeCall):
-        """LIME for one model, in a LIME thread; the model calls go through the batcher."""
-        from model.explain import explain_sentences
+    def _lime_one(self, text: str, spans: list[Span], name: str, call: LimeCall) -> ReviewExplanation:
+        """``explain_review`` for one model, in a LIME thread; the model calls go through the batcher."""
+        from model.explain import explain_review
 
         scorer = call.scorer(self.batchers[name])
         lime = self.settings.group(LimeConfig)
-        return explain_sentences(text, spans, scorer, lime, self.reads_sentences.get(name, False))
+        return explain_review(text, spans, scorer, lime, self.reads_sentences.get(name, False))

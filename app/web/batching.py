@@ -8,7 +8,7 @@ threads at once. Model calls are kept short, a request's own texts go before LIM
 perturbed texts, and small calls before large ones, so a short prediction never waits
 long behind others.
 
-Work is bounded: every analysis reserves its model passes (``analysis_cost``) from
+Work is bounded: every analysis reserves its model passes (``app.web.costs.request_cost``) from
 ``WorkLimiter``, and beyond ``max_work_in_flight`` a request is refused at once with
 ``ServerBusy`` (429 and a Retry-After) instead of queueing without end.
 """
@@ -26,15 +26,14 @@ from contextlib import asynccontextmanager
 
 import numpy as np
 
+from app.web.costs import FULL_TEXT_CHARS
 from app.web.errors import ServerBusy, ServerStopping
-from model.config import SENTENCE_WINDOWS, LimeConfig
-from model.sentences import Sentences, Span
+from model.config import SENTENCE_WINDOWS
+from model.sentences import Sentences
 
 log = logging.getLogger("textflix")
 ProbaFn = Callable[[list[str]], np.ndarray]
 URGENT, BACKGROUND = 0, 1  # a request's own texts; LIME's perturbed texts
-FULL_TEXT_CHARS = 1000  # about the characters that fill BERT's window of 256 tokens
-TEXT_OVERHEAD_CHARS = 10  # what a text costs a model call besides its characters (``text_weight``'s least)
 # Full-length texts per model call by default: one forward pass on CPU (2048 tokens), a large batch on CUDA.
 CALL_WEIGHT = {"cpu": 8, "cuda": 256}
 # What a text longer than BERT's window counts for at most: a request's text, the windows a sentence
@@ -48,26 +47,6 @@ def text_weight(text: str | Sentences, most: float) -> float:
     up to ``most`` when longer. A text given as its sentences (LIME's, for a sentence model) counts their characters."""
     chars = sum(map(len, text)) if isinstance(text, Sentences) else len(text)
     return max(0.01, min(most, chars / FULL_TEXT_CHARS))
-
-
-def analysis_cost(
-    texts: Sequence[str], explain: bool, lime: LimeConfig, sentences: Sequence[Sequence[Span]] | None = None
-) -> int:
-    """Model passes an analysis is expected to need per model, a pass being a full-length text
-    (``FULL_TEXT_CHARS`` characters; each text counts ``TEXT_OVERHEAD_CHARS`` more): each text
-    once and, for each explained text, the distinct texts its explanation scores
-    (``model.explain.expected_work``), which depend on its sentences: with ``explain``,
-    ``sentences`` holds the spans of each text."""
-    from model.explain import expected_work
-
-    count, chars = float(len(texts)), float(sum(map(len, texts)))
-    if explain:
-        if sentences is None:
-            raise ValueError("the cost of an explanation depends on the sentences of its texts: pass them")
-        for text, spans in zip(texts, sentences, strict=True):
-            more_texts, more_chars = expected_work(text, spans, lime)
-            count, chars = count + more_texts, chars + more_chars
-    return math.ceil((chars + TEXT_OVERHEAD_CHARS * count) / FULL_TEXT_CHARS)
 
 
 class WorkLimiter:

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 
 from app.db import database_problem, make_engine
 from app.settings import Settings
-from app.web.analysis import Analyzer, ExplanationTooLarge
+from app.web.analysis import Analyzer
+from app.web.costs import ExplanationTooLarge
 from app.web.errors import AnalysisTooLong, AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
 
 DISCONNECT_POLL_S = 0.25  # how often a running analysis looks whether its client is still there

@@ -1,4 +1,5 @@
-"""What one request may ask for, checked against the settings: the API and /analyze alike.
+"""What one request may ask for, checked against the settings: the API and /analyze alike (what it may
+have explained, which its cost decides: ``app.web.costs``).
 
 Each check raises ``AppError`` (422) naming the field and the limit, before any work is done.
 """
@@ -81,21 +82,6 @@ def posted_texts(texts: list[str], settings: Settings) -> list[str]:
     if problems := [p for i, text in enumerate(texts) for p in text_problems(f"texts[{i}]", text, settings)]:
         raise AppError(422, problems)
     return texts
-
-
-def check_explanation_size(field: str, texts: list[str], settings: Settings) -> None:
-    """The characters one request may ask to have explained (the models read them all, in every
-    text LIME scores). Its sentences, and the model passes its explanation takes, are counted
-    once the analysis is admitted (``ExplanationTooLarge``, a 422 too): splitting costs time,
-    which a request refused here does not get."""
-    amount, limit = sum(map(len, texts)), settings.max_explain_chars
-    if amount > limit:
-        raise AppError.one(
-            422, field,
-            f"Explaining this means explaining {amount:,} characters; one request may ask for at most {limit:,} "
-            "(TEXTFLIX_MAX_EXPLAIN_CHARS). Send fewer or shorter texts, or leave out the explanations.",
-            limit,
-        )  # fmt: skip
 
 
 def check_identifier(field: str, value: str | None, max_chars: int = IDENTIFIER_MAX_CHARS) -> None:

@@ -18,9 +18,10 @@ from app.settings import Settings
 from app.web import whatif
 from app.web.analysis import Analyzer
 from app.web.build_state import analysed, pending_entry, pending_line
+from app.web.costs import check_explanation_size
 from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
 from app.web.errors import AppError, route_path, wants_json
-from app.web.limits import MAX_ID, check_explanation_size, off_the_loop, plausible_identifier, raw_length_problems, text_problems
+from app.web.limits import MAX_ID, off_the_loop, plausible_identifier, raw_length_problems, text_problems
 from app.web.queries import about, dashboard, rationales, reviews, rows, summaries
 from app.web.templating import STATIC_DIR, templates
 from app.web.view import View

@@ -25,7 +25,7 @@ from app.settings import Settings
 from app.web.analysis import Analyzer, NoModels, sentence_spans
 from app.web.build_state import BuildWatch, pending_entry
 from app.web.store import fill_in_model, lacking_model
-from model.names import DISPLAY_NAMES, MODELS, label_of
+from model.names import DISPLAY_NAMES, MODELS
 
 log = logging.getLogger("textflix")
 STOP_GRACE_S = 120.0  # the analyzer swapped out stops this long after (its analyses under way finish first)
@@ -139,10 +139,9 @@ class ReadyAnalyzer:
                 return
             for review_id, text, spans in lacking:  # the stored sentences, which its weights belong to
                 try:
-                    p_positive, explanation = await asyncio.gather(inner.predict([text]), inner.explain(text, spans))
-                    p = float(p_positive[model][0])
-                    result = {"predictions": {model: {"label": label_of(p), "p_positive": p}}, **explanation}
-                    await run_in_threadpool(fill_in_model, engine, self.write_lock, review_id, model, result)
+                    p_positive, explanations = await asyncio.gather(inner.predict([text]), inner.explain(text, spans, [model]))
+                    p, explanation = float(p_positive[model][0]), explanations[model].as_dict()
+                    await run_in_threadpool(fill_in_model, engine, self.write_lock, review_id, model, p, explanation)
                 except Exception:  # the others go on; this one is tried again on the next look
                     log.exception("%s could not read review %d, posted while it was pending.", DISPLAY_NAMES[model], review_id)
             if lacking:

@@ -19,8 +19,8 @@ from collections import defaultdict
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, session_scope
-from app.web.analysis import finite
+from app.db import Explanation, Prediction, Review, Sentence, session_scope
+from app.results import add_analysis, explained_rows, prediction_row
 from app.web.build_state import analysed
 from model.names import CATALOGUE, SENTENCE, USER
 from model.sentences import Span
@@ -33,21 +33,6 @@ def catalogue_title_exists(engine: Engine, title_id: str) -> bool:
             select(Review.id).where(Review.title_id == title_id, Review.split == CATALOGUE).limit(1)
         )
     return found is not None
-
-
-def prediction_row(model: str, prediction: dict) -> Prediction:
-    return Prediction(model=model, label=prediction["label"], p_positive=finite(prediction["p_positive"]))
-
-
-def explanation_row(model: str, info: dict) -> Explanation:
-    return Explanation(
-        model=model,
-        level=SENTENCE,
-        samples=info["samples"],
-        intercept=finite(info["intercept"]),
-        score=finite(info["score"]),
-        **info["quality"],
-    )
 
 
 def store_user_review(
@@ -65,20 +50,9 @@ def store_user_review(
         source_key=None,
         word_count=len(text.split()),
     )
-    review.predictions = [prediction_row(model, p) for model, p in analysed(result["predictions"]).items()]
-    review.sentences = [
-        Sentence(
-            position=position,
-            start=sentence["start"],
-            end=sentence["end"],
-            text=sentence["text"],
-            weights=[
-                SentenceWeight(model=model, weight=finite(w)) for model, w in sentence["weights"].items() if w is not None
-            ],
-        )
-        for position, sentence in enumerate(result["sentences"])
-    ]
-    review.explanations = [explanation_row(model, info) for model, info in analysed(result["explanations"]).items()]
+    spans = [Span(sentence["start"], sentence["end"], sentence["text"]) for sentence in result["sentences"]]
+    p_positive = {model: prediction["p_positive"] for model, prediction in analysed(result["predictions"]).items()}
+    add_analysis(review, spans, p_positive, explanations_of(result))
     with lock, session_scope(engine) as session:
         session.add(review)
         session.flush()
@@ -110,21 +84,25 @@ def lacking_model(engine: Engine, model: str) -> list[tuple[int, str, list[Span]
     return [(review.id, review.text, spans[review.id]) for review in reviews]
 
 
-def fill_in_model(engine: Engine, lock: threading.Lock, review_id: int, model: str, result: dict) -> None:
-    """Write ``model``'s rows of a stored review that lacks them, from ``result`` (an analysis of its text
-    over its stored sentences, in order): its prediction, and its sentence weights with its explanation,
-    each only if it is still missing (the build may have written one of them)."""
+def explanations_of(result: dict) -> dict[str, dict]:
+    """Each analysing model's explanation in an answer of ``Analyzer.analyze(..., explain=True)``, in the
+    shape ``app.results`` stores (``ReviewExplanation.as_dict()``'s keys, and the API's beside them)."""
+    return {
+        model: {**figures, "weights": [sentence["weights"][model] for sentence in result["sentences"]]}
+        for model, figures in analysed(result["explanations"]).items()
+    }
+
+
+def fill_in_model(engine: Engine, lock: threading.Lock, review_id: int, model: str, p_positive: float, explanation: dict) -> None:
+    """Write ``model``'s rows of a stored review that lacks them: its prediction (``p_positive``), and its
+    sentence weights with its explanation (``explanation``, ``ReviewExplanation.as_dict()`` over the review's
+    stored sentences, in order), each only if it is still missing (the build may have written one of them)."""
     with lock, session_scope(engine) as session:
         if session.get(Prediction, {"model": model, "review_id": review_id}) is None:
-            row = prediction_row(model, result["predictions"][model])
-            row.review_id = review_id
-            session.add(row)
+            session.add(prediction_row(model, p_positive, review_id))
         if session.get(Explanation, {"model": model, "review_id": review_id, "level": SENTENCE}) is None:
-            sentences = session.scalars(
-                select(Sentence).where(Sentence.review_id == review_id).order_by(Sentence.position)
+            sentence_ids = session.scalars(
+                select(Sentence.id).where(Sentence.review_id == review_id).order_by(Sentence.position)
             ).all()
-            for sentence, analysed_sentence in zip(sentences, result["sentences"], strict=True):
-                session.merge(SentenceWeight(sentence_id=sentence.id, model=model, weight=finite(analysed_sentence["weights"][model])))
-            row = explanation_row(model, result["explanations"][model])
-            row.review_id = review_id
-            session.add(row)
+            for row in explained_rows(model, review_id, sentence_ids, explanation):
+                session.merge(row)

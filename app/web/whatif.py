@@ -18,7 +18,7 @@ Any other explanation (NB-SVM's, LIME's) is a fit, not exact.
 until the verdict is expected to turn; up to ``FLIP_TRIES`` such texts around that guess are
 re-scored by the real model (through its micro-batcher, charged to the work limiter), and the
 first that flips is the answer: ``{"sentences": [indices], "p_positive": p}``, or None.
-An analysis reserves this work with the rest (``cost``): per model, the sentences once and up to
+An analysis reserves this work with the rest (``app.web.costs.what_if_cost``): per model, the sentences once and up to
 ``FLIP_TRIES`` texts no longer than the text, at most ``FLIP_TRIES`` + 2 times the text. For an
 exact model the guess is exact for texts that still have two sentences or more, so the set is the
 fewest; a text of one sentence left goes to the teacher, which re-scoring asks.
@@ -31,8 +31,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.web.batching import analysis_cost
-from model.config import LimeConfig
 from model.names import POSITIVE, TEACHER, label_of
 from model.quality import LOG_ODDS
 from model.sentences import Sentences, Span
@@ -41,18 +39,12 @@ FLIP_TRIES = 4  # texts without some sentences that one flip search re-scores, a
 Score = Callable[[list], Awaitable[np.ndarray]]  # a model's micro-batcher: texts in, (negative, positive) rows out
 
 
-def cost(texts: list[str], lime: LimeConfig) -> int:
-    """The model passes (``analysis_cost``) that the "what if" of explained ``texts`` may take per model, at most:
-    the sentences of each (its length, and a text's overhead per sentence) and ``FLIP_TRIES`` texts no longer."""
-    return analysis_cost([text for text in texts for _ in range(FLIP_TRIES + 2)], False, lime)
-
-
 @dataclass(frozen=True)
 class Reading:
-    """How a sentence model reads a text: which sentences it adds up (``BertClassifier.sentences_read``,
+    """How a sentence model reads a text: which of its sentences it adds up (``BertClassifier.sentences_read``,
     None for a text it does not read so) and the length factor of n sentences (``length_scale``)."""
 
-    sentences_read: Callable[[str], list[int] | None]
+    sentences_read: Callable[[list[Span]], list[int] | None]
     length_scale: Callable[[np.ndarray], np.ndarray]
 
 
@@ -64,6 +56,8 @@ def log_odds(rows: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(rows[:, 1], tiny)) - np.log(np.maximum(rows[:, 0], tiny))
 
 
+# By hand: scipy.special's expit and logit differ from these in the last bits (expit by up to 3 ulps,
+# logit near 0.5 by far more), which would move the figures the API answers.
 def sigmoid(value: float) -> float:
     return 1 / (1 + math.exp(-value)) if value >= 0 else math.exp(value) / (1 + math.exp(value))
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.web.analysis import sentence_spans
-from app.web.batching import analysis_cost
+from app.web.costs import analysis_cost
 from model.config import LimeConfig, Sources, SplitConfig
 from model.data import read_archive, read_splits, read_unlabeled
 from model.sentences import split_sentences

@@ -15,11 +15,11 @@ from app.offline.estimates import Work
 from app.offline.pipeline import Pipeline, Step
 from app.offline.steps.training import Train, load_trained_bert, pretrained, reading_work
 from model.artifacts import read_meta, update_meta
-from model.bert import OFFSET, OFFSET_PER, ONE_SENTENCE_READER, TEMPERATURE, BertClassifier
-from model.config import DISTILL, CalibrationConfig
+from model.bert import OFFSET, OFFSET_PER, ONE_SENTENCE_READER, TEMPERATURE, BertClassifier, one_sentence_reader_of
+from model.config import CalibrationConfig
 from model.data import sample_unlabeled
 from model.metrics import classification_report, fit_offset, fit_temperature, tempered_p_positive
-from model.names import POSITIVE, TEACHER
+from model.names import POSITIVE
 from model.trained import model_dir
 
 log = logging.getLogger("textflix")
@@ -117,10 +117,10 @@ class Calibrate(Step):
 
 
 def one_sentence_reader(build: Pipeline) -> str | None:
-    """The folder of the model that the served BERT hands its texts of one sentence to: the distill
-    recipe's teacher, unless --one-sentence-reader says the student reads them; else None."""
-    s = build.settings
-    return TEACHER if s.recipe == DISTILL and s.one_sentence_reader == TEACHER else None
+    """The folder of the model that the served BERT hands its texts of one sentence to
+    (``model.bert.one_sentence_reader_of``: the distill recipe's teacher, unless --one-sentence-reader
+    says the student reads them), or None."""
+    return one_sentence_reader_of(build.settings.recipe, build.settings.one_sentence_reader)
 
 
 def prior_texts(build: Pipeline) -> list[str]:

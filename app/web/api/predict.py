@@ -4,10 +4,11 @@ from fastapi import APIRouter, Depends, Request, Security
 
 from app.settings import Settings
 from app.web.analysis import Analyzer
+from app.web.costs import check_explanation_size
 from app.web.deps import analyze_while_connected, get_analyzer, get_settings, require_models
 from app.web.errors import GUARD_ERRORS, error_responses
 from app.web.guard import bearer
-from app.web.limits import check_explanation_size, off_the_loop, posted_texts
+from app.web.limits import off_the_loop, posted_texts
 from app.web.schemas import PredictRequest, PredictResponse
 
 router = APIRouter(prefix="/api", tags=["analysis"], responses=error_responses(422, 429, 503))

@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.settings import Settings
 from app.web.analysis import Analyzer
+from app.web.costs import check_explanation_size
 from app.web.deps import (
     analyze_while_connected,
     get_analyzer,
@@ -20,7 +21,7 @@ from app.web.deps import (
 )
 from app.web.errors import GUARD_ERRORS, AppError, error_responses
 from app.web.guard import bearer
-from app.web.limits import MAX_ID, check_explanation_size, check_identifier, check_write_allowed, off_the_loop, posted_text
+from app.web.limits import MAX_ID, check_identifier, check_write_allowed, off_the_loop, posted_text
 from app.web.queries.reviews import review_page
 from app.web.schemas import ReviewDetail, ReviewRequest, ReviewResult
 from app.web.build_state import analysed

@@ -1,0 +1,133 @@
+"""What a request costs the server, in one place: the model passes it is charged (``request_cost``),
+and the checks of what one request may have explained.
+
+A model pass is a full-length text, ``FULL_TEXT_CHARS`` characters (each text counts
+``TEXT_OVERHEAD_CHARS`` more), per model. A request is charged its texts once, each explained text
+the distinct texts its explanation scores and its "what if" re-scores, and the texts a model hands
+to its teacher what the teacher's reading costs more. ``app.web.analysis`` reserves the charge from
+its ``WorkLimiter`` (``app.web.batching``), which admits work but does not price it;
+``scripts/bench_load.py`` prices its requests with the same ``request_cost``.
+"""
+
+import math
+from collections.abc import Sequence
+
+from app.settings import Settings
+from app.web.errors import AppError
+from app.web.whatif import FLIP_TRIES
+from model.config import LimeConfig
+from model.names import TEACHER
+from model.sentences import Span
+
+FULL_TEXT_CHARS = 1000  # about the characters that fill BERT's window of 256 tokens
+TEXT_OVERHEAD_CHARS = 10  # what a text costs a model call besides its characters
+# What a text costs BERT's teacher against its student, the unit of ``analysis_cost``: a one-line
+# review 4.2× (18.8 against 4.5 ms), 64 one-sentence texts of 20,000 characters 3.9× (11.0 against
+# 2.8 s), on 2 CPU cores (model/README.md, "The teacher for one-sentence texts").
+READER_COST = 4
+
+
+class ExplanationTooLarge(Exception):
+    """The texts of one request have more sentences than ``max_explain_sentences``, or more
+    work than the server takes at once; ``limit`` is the limit it is over."""
+
+    def __init__(self, message: str, limit: int):
+        self.limit = limit
+        super().__init__(message)
+
+
+def request_cost(
+    texts: Sequence[str],
+    spans: Sequence[Sequence[Span]] | None,
+    readers: Sequence[dict[str, str]],
+    explain: bool,
+    lime: LimeConfig,
+) -> int:
+    """The model passes the server charges a request of ``texts``, each split into its ``spans`` (needed
+    with ``explain``) and read by the networks ``readers`` names (each text's, by model: ``read_by``):
+    the texts (``analysis_cost``), what the texts a model hands to its teacher cost more
+    (``reader_cost``) and, with ``explain``, the explanations with their "what if" (``what_if_cost``)."""
+    cost = analysis_cost(texts, explain, lime, spans) + reader_cost(texts, readers, explain, lime)
+    return cost + what_if_cost(texts, lime) if explain else cost
+
+
+def analysis_cost(
+    texts: Sequence[str], explain: bool, lime: LimeConfig, sentences: Sequence[Sequence[Span]] | None = None
+) -> int:
+    """Model passes an analysis is expected to need per model, a pass being a full-length text
+    (``FULL_TEXT_CHARS`` characters; each text counts ``TEXT_OVERHEAD_CHARS`` more): each text
+    once and, for each explained text, the distinct texts its explanation scores
+    (``model.explain.expected_work``), which depend on its sentences: with ``explain``,
+    ``sentences`` holds the spans of each text."""
+    from model.explain import expected_work
+
+    count, chars = float(len(texts)), float(sum(map(len, texts)))
+    if explain:
+        if sentences is None:
+            raise ValueError("the cost of an explanation depends on the sentences of its texts: pass them")
+        for text, spans in zip(texts, sentences, strict=True):
+            more_texts, more_chars = expected_work(text, spans, lime)
+            count, chars = count + more_texts, chars + more_chars
+    return math.ceil((chars + TEXT_OVERHEAD_CHARS * count) / FULL_TEXT_CHARS)
+
+
+def reader_cost(texts: Sequence[str], readers: Sequence[dict[str, str]], explain: bool, lime: LimeConfig) -> int:
+    """What the texts a model hands to its teacher cost beyond what ``analysis_cost`` charges: the
+    teacher reads a text in ``READER_COST`` times the student's time, for its prediction and, when
+    it is explained, once more (its explanation scores it, and the empty text, which no network reads)."""
+    alone = [text for text, read in zip(texts, readers, strict=True) if TEACHER in read.values()]
+    if not alone:
+        return 0
+    return (READER_COST - 1) * (2 if explain else 1) * analysis_cost(alone, False, lime)
+
+
+def what_if_cost(texts: Sequence[str], lime: LimeConfig) -> int:
+    """The model passes (``analysis_cost``) that the "what if" of explained ``texts`` may take per model, at most
+    (``app.web.whatif``): the sentences of each (its length, and a text's overhead per sentence) and
+    ``FLIP_TRIES`` texts no longer."""
+    return analysis_cost([text for text in texts for _ in range(FLIP_TRIES + 2)], False, lime)
+
+
+def check_explanation_size(field: str, texts: list[str], settings: Settings) -> None:
+    """The characters one request may ask to have explained (the models read them all, in every
+    text LIME scores): ``AppError`` (422) naming ``field``. Its sentences, and the model passes its
+    explanation takes, are counted once the analysis is admitted (``explanation_cost``): splitting
+    costs time, which a request refused here does not get."""
+    amount, limit = sum(map(len, texts)), settings.max_explain_chars
+    if amount > limit:
+        raise AppError.one(
+            422, field,
+            f"Explaining this means explaining {amount:,} characters; one request may ask for at most {limit:,} "
+            "(TEXTFLIX_MAX_EXPLAIN_CHARS). Send fewer or shorter texts, or leave out the explanations.",
+            limit,
+        )  # fmt: skip
+
+
+def explanation_cost(
+    texts: Sequence[str],
+    spans: Sequence[Sequence[Span]],
+    readers: Sequence[dict[str, str]],
+    lime: LimeConfig,
+    max_sentences: int,
+    capacity: int,
+) -> int:
+    """``request_cost`` of explaining ``texts``, split into ``spans``, once it is known that one request may:
+    ``ExplanationTooLarge`` when they have more sentences than ``max_sentences`` (counted first: working
+    out what thousands of sentences cost takes seconds), or cost more than the server ever takes at once
+    (its ``capacity``)."""
+    count = sum(map(len, spans))
+    if count > max_sentences:
+        raise ExplanationTooLarge(
+            f"Explaining this means explaining {count:,} sentences; one request may ask for at most {max_sentences:,} "
+            "(TEXTFLIX_MAX_EXPLAIN_SENTENCES). Send fewer or shorter texts, or leave out the explanations.",
+            max_sentences,
+        )
+    cost = request_cost(texts, spans, readers, True, lime)
+    if cost > capacity:
+        raise ExplanationTooLarge(
+            f"Explaining this ({sum(map(len, texts)):,} characters, {count:,} sentences) takes "
+            f"{cost:,} model passes of {FULL_TEXT_CHARS:,} characters; the server takes at most {capacity:,} "
+            "at once (TEXTFLIX_MAX_WORK_IN_FLIGHT). Send fewer or shorter texts, or leave out the explanations.",
+            capacity,
+        )
+    return cost
