@@ -15,7 +15,7 @@ IMDB archive fits; the paragraph that would overrun it and the rest of
 the text are split by a plain rule instead, in one linear pass.
 """
 
-__all__ = ["sentence_runs", "split_sentences"]
+__all__ = ["sentence_runs", "sentence_spans", "split_sentences"]
 
 import random
 import re
@@ -141,6 +141,16 @@ def split_sentences(text: str) -> list[Span]:
         for start, end in sentences:
             spans += _split_further(text, offset + start, offset + end)
     return spans
+
+
+def sentence_spans(text: str) -> list[Span]:
+    """The sentences of ``text``; the whole (stripped) text when the splitter finds none."""
+    spans = split_sentences(text)
+    if spans:
+        return spans
+    start = len(text) - len(text.lstrip())
+    end = len(text.rstrip())
+    return [Span(start, end, text[start:end])]
 
 
 def _paragraphs(text: str) -> Iterator[tuple[int, str]]:

@@ -38,7 +38,7 @@ from pathlib import Path
 import httpx
 
 from app.settings import Settings
-from app.web.analysis import sentence_spans
+from model.sentences import sentence_spans
 from app.web.costs import request_cost
 from model.artifacts import read_meta
 from model.bert import ONE_SENTENCE_READER, network_reading

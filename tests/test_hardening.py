@@ -29,7 +29,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.settings import Settings
-from app.web.analysis import ModelAnalyzer, sentence_spans
+from app.web.analysis import ModelAnalyzer
+from model.sentences import sentence_spans
 from app.web.batching import BACKGROUND, URGENT, MicroBatcher
 from app.web.costs import FULL_TEXT_CHARS, READER_COST, TEXT_OVERHEAD_CHARS, analysis_cost, request_cost, what_if_cost
 from app.web.errors import ServerStopping

@@ -16,8 +16,9 @@ OFFLINE, WEB = "app.offline", "app.web"
 MAP_HEADING = "How the code is laid out"
 SCRIPTS = sorted((ROOT / "scripts").rglob("*.py"))  # scripts/studies/ too
 STUDIES = sorted((ROOT / "scripts" / "studies").glob("*.py"))
-# Imports of the web server that a study keeps until the request's cost has one module (issue 44, at merge).
-WEB_IMPORTS_LEFT = {("lower_case_split.py", "app.web.analysis"), ("lower_case_split.py", "app.web.batching")}
+# The one module of the web server a study may read: what the server charges a request (the splitter's
+# study prices the texts it finds costly).
+WEB_PRICES = "app.web.costs"
 
 
 def module_name(path: Path) -> str:
@@ -184,10 +185,10 @@ def declared(module: str) -> list[str] | None:
 
 def may_take(study: Path, module: str, name: str) -> bool:
     """A study reaches the build (``app.offline``) and the models (``model``) through the names their
-    modules list in ``__all__``, the rest of the application through its public names, and never the
-    web server."""
+    modules list in ``__all__``, the rest of the application through its public names, and of the web
+    server only what it charges a request (``WEB_PRICES``)."""
     if within(module, WEB):
-        return (study.name, module) in WEB_IMPORTS_LEFT
+        return module == WEB_PRICES and not name.startswith("_")
     if within(module, OFFLINE) or within(module, "model"):
         return name in (declared(module) or [])
     return not name.startswith("_")

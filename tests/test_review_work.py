@@ -29,7 +29,8 @@ from app.offline.steps.scoring import Explain, Predict
 from app.offline.steps.training import Train
 from app.offline.work_engines import LOCAL, run_tasks
 from app.settings import Settings
-from app.web.analysis import ModelAnalyzer, sentence_spans
+from app.web.analysis import ModelAnalyzer
+from model.sentences import sentence_spans
 from app.web.ready_analyzer import unanalysed
 from app.web.store import fill_in_model, store_user_review
 from model.config import DISTILL, PLAIN, LimeConfig, WordLimeConfig

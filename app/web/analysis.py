@@ -46,19 +46,9 @@ from app.web.limits import off_the_loop
 from model.config import LimeConfig
 from model.names import DISPLAY_NAMES, MODELS, label_of
 from model.quality import ReviewExplanation
-from model.sentences import Span, split_sentences
+from model.sentences import Span, sentence_spans
 
 log = logging.getLogger("textflix")
-
-
-def sentence_spans(text: str) -> list[Span]:
-    """The sentences of ``text``; the whole (stripped) text when the splitter finds none."""
-    spans = split_sentences(text)
-    if spans:
-        return spans
-    start = len(text) - len(text.lstrip())
-    end = len(text.rstrip())
-    return [Span(start, end, text[start:end])]
 
 
 def explained_answer(spans: Sequence[Span], explanations: dict[str, ReviewExplanation]) -> dict:

@@ -23,7 +23,7 @@ FULL_TEXT_CHARS = 1000  # about the characters that fill BERT's window of 256 to
 TEXT_OVERHEAD_CHARS = 10  # what a text costs a model call besides its characters
 # What a text costs BERT's teacher against its student, the unit of ``analysis_cost``: a one-line
 # review 4.2× (18.8 against 4.5 ms), 64 one-sentence texts of 20,000 characters 3.9× (11.0 against
-# 2.8 s), on 2 CPU cores (model/README.md, "The teacher for one-sentence texts").
+# 2.8 s), on 2 CPU cores (docs/studies/one-sentence-reader.md).
 READER_COST = 4
 
 

@@ -22,7 +22,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from app.settings import Settings
-from app.web.analysis import Analyzer, NoModels, sentence_spans
+from app.web.analysis import Analyzer, NoModels
+from model.sentences import sentence_spans
 from app.web.build_state import BuildWatch, pending_entry
 from app.web.store import fill_in_model, lacking_model
 from model.names import DISPLAY_NAMES, MODELS

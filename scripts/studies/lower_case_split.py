@@ -24,11 +24,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.web.analysis import sentence_spans
 from app.web.costs import analysis_cost
 from model.config import LimeConfig, Sources, SplitConfig
 from model.data import read_archive, read_splits, read_unlabeled
-from model.sentences import split_sentences
+from model.sentences import sentence_spans, split_sentences
 
 Splitter = Callable[[str], list[int]]  # a text → where its sentences begin, after the first
 HOSTILE = "a. " * 6666  # 20,000 characters of short sentences: the slowest for pySBD of those tried
