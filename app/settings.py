@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from model.config import (
     DATA_VERSION,
+    DECIDED_VALUES,
     BertConfig,
     CalibrationConfig,
     ConfigGroup,
@@ -271,10 +272,10 @@ class Settings(
 
     def build_config(self) -> dict:
         """The build-shaping values, JSON-ready: what the run record stores and rebuilds compare; with
-        them the ``data_version`` of this code, which no setting changes."""
+        them what no setting changes: the retired settings' decided values and this code's ``data_version``."""
         values = {
             name: value
             for group in self.build_groups()
             for name, value in group.of(self).model_dump(mode="json").items()
         }
-        return {**values, "data_version": DATA_VERSION}
+        return {**values, **DECIDED_VALUES, "data_version": DATA_VERSION}

@@ -48,7 +48,7 @@ ONE_SENTENCE_READER = "one_sentence_reader"
 
 def one_sentence_reader_of(recipe: str, choice: str) -> str | None:
     """The folder of the model that a served BERT hands its texts of one sentence to: the distill
-    recipe's teacher when ``choice`` (--one-sentence-reader) is the teacher; else None, and the BERT
+    recipe's teacher when ``choice`` (one_sentence_reader) is the teacher; else None, and the BERT
     reads every text itself."""
     return TEACHER if recipe == DISTILL and choice == TEACHER else None
 

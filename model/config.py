@@ -40,8 +40,13 @@ TOGETHER, MIXED = "together", "mixed"
 PREDATING_VALUES = {
     "pooling": CLS, "prior_reviews": 0, "offset_per": "text", "data_version": 1, "one_sentence_reader": "student"
 }  # fmt: skip
-# CalibrationConfig.offset_per: BERT's offset added once per sentence it reads, or once per text.
+# BERT's offset added once per sentence it reads, or once per text (the default before).
 PER_SENTENCE, PER_TEXT = "sentence", "text"
+# Build settings retired once their study decided them, with the value every build now has: no longer
+# settings, but still in each run record's config (and so in its fingerprint), so that a database built
+# with another value is refused as a mixed build and reports read as before. offset_per: BERT's offset
+# is added per sentence it reads (docs/studies/offset-per-sentence.md).
+DECIDED_VALUES = {"offset_per": PER_SENTENCE}
 
 
 def count_or_all(cls, value):
@@ -225,13 +230,6 @@ class CalibrationConfig(ConfigGroup):
         1000, ge=0, description="Unlabeled reviews (a seeded sample of train/unsup) that the served BERT's "
         "log-odds are offset on, so that its mean probability of 'positive' over them is the training "
         "reviews' share of positives; 0: no offset."
-    )  # fmt: skip
-    offset_per: Literal["sentence", "text"] = Field(
-        PER_SENTENCE, description="How often BERT's offset is added to a text's log-odds: once per sentence a "
-        "sentence model reads (the model's own bias is per sentence too, so a one-line review gets a tenth of "
-        "what a ten-sentence review gets, and an empty text none; a whole-text model reads one unit, the text), "
-        "or once per text whatever its length (the default before, which moved one-line reviews as far as "
-        "whole reviews)."
     )  # fmt: skip
 
 

@@ -133,7 +133,6 @@ def export(data_dir: Path, imdb: str, sst2: Path | None, out: Path) -> None:
         "data_dir": str(data_dir),
         "seed": s.seed,
         "config": s.group(BertConfig).model_copy(update={"epochs": s.student_epochs}).model_dump(mode="json"),
-        "offset_per": s.offset_per,
         "train": [texts, labels],
         "unlabeled": [[r.text, p_of[r.key], runs[r.key]] for r in reviews],
         # the offset's reviews, as a count where they are the first of the unlabeled ones (the same seeded draw)
@@ -212,7 +211,7 @@ def train_and_judge(study: dict, variant: dict, base_model: str | None, device) 
     labels = study["train"][1]
     prior = study["prior"]
     prior = [r[0] for r in study["unlabeled"][:prior]] if isinstance(prior, int) else prior
-    set_prior_offset(model, prior, labels.count(POSITIVE) / len(labels), study["offset_per"])
+    set_prior_offset(model, prior, labels.count(POSITIVE) / len(labels))
     result = {"seed": study["seed"], "texts": len(texts), "train_s": round(trained, 1), "offset": model.offset}
     result.update(judge(study, model.predict_proba))
     if "teacher_reads" in study:  # the served model: the student with the teacher reading its texts of one sentence

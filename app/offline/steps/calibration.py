@@ -16,7 +16,7 @@ from app.offline.pipeline import Pipeline, Step
 from app.offline.steps.training import Train, load_trained_bert, pretrained, reading_work
 from model.artifacts import read_meta, update_meta
 from model.bert import OFFSET, OFFSET_PER, ONE_SENTENCE_READER, TEMPERATURE, BertClassifier, one_sentence_reader_of
-from model.config import CalibrationConfig
+from model.config import PER_SENTENCE, CalibrationConfig
 from model.data import sample_unlabeled
 from model.metrics import classification_report, fit_offset, fit_temperature, tempered_p_positive
 from model.names import POSITIVE
@@ -29,14 +29,14 @@ CALIBRATION_DIR = "calibration"  # in the data directory: each fold's held-out s
 class Calibrate(Step):
     """Calibration of the served BERT model, in place and in scale, without test text:
     - its offset, added to its log-odds, makes its mean probability of "positive" over
-      --prior-reviews unlabeled reviews the training reviews' share of positives (``fit_offset``):
+      prior_reviews unlabeled reviews the training reviews' share of positives (``fit_offset``):
       a model that reads too many reviews one way is set straight without labels;
     - its temperature is fitted to held-out scores: the training reviews split into
-      --calibration-folds folds, the model trained again on all folds but one (and offset the
+      calibration_folds folds, the model trained again on all folds but one (and offset the
       same way) and scored on that one.
     Each fold's scores are kept, so a killed build redoes at most one fold.
     It also records which model the served one hands its texts of one sentence to
-    (--one-sentence-reader, ``one_sentence_reader``), as its temperature and offset, in its folder."""
+    (one_sentence_reader, ``one_sentence_reader``), as its temperature and offset, in its folder."""
 
     name = "calibrate"
 
@@ -55,7 +55,7 @@ class Calibrate(Step):
             return False
         if not build.settings.prior_reviews:
             return TEMPERATURE in meta
-        return TEMPERATURE in meta and OFFSET in meta and meta.get(OFFSET_PER) == build.settings.offset_per
+        return TEMPERATURE in meta and OFFSET in meta and meta.get(OFFSET_PER) == PER_SENTENCE
 
     def prepare(self, build: Pipeline) -> None:
         if build.settings.prior_reviews:
@@ -82,17 +82,17 @@ class Calibrate(Step):
             facts = {"folds": s.calibration_folds, TEMPERATURE: temperature, "held_out_accuracy": raw["accuracy"],
                      "held_out_ece": raw["ece"], "held_out_ece_calibrated": calibrated["ece"]}  # fmt: skip
         served = load_trained_bert(build, self.trainer.name)  # fitted afresh, whatever an earlier calibration wrote
-        offset = set_prior_offset(served, unlabeled, share, s.offset_per, facts[TEMPERATURE])
+        offset = set_prior_offset(served, unlabeled, share, facts[TEMPERATURE])
         if unlabeled:
             log.info("Calibration: offset %+.3f to BERT's log-odds per %s, so that its mean probability of positive "
                      "over %d unlabeled reviews is %.2f, the training reviews' share.",
-                     offset, s.offset_per, len(unlabeled), share)  # fmt: skip
+                     offset, PER_SENTENCE, len(unlabeled), share)  # fmt: skip
         reader = one_sentence_reader(build)
         if reader:
             log.info("Texts of one sentence are read by the %s, longer ones by BERT.", reader)
-        meta = {TEMPERATURE: facts[TEMPERATURE], OFFSET: offset, OFFSET_PER: s.offset_per, ONE_SENTENCE_READER: reader}
+        meta = {TEMPERATURE: facts[TEMPERATURE], OFFSET: offset, OFFSET_PER: PER_SENTENCE, ONE_SENTENCE_READER: reader}
         update_meta(model_dir(s.models_dir, self.trainer.name), meta)
-        return {**facts, OFFSET: offset, OFFSET_PER: s.offset_per, ONE_SENTENCE_READER: reader,
+        return {**facts, OFFSET: offset, OFFSET_PER: PER_SENTENCE, ONE_SENTENCE_READER: reader,
                 "prior_reviews": len(unlabeled), "share_positive": share}  # fmt: skip
 
     def held_out_scores(
@@ -109,7 +109,7 @@ class Calibrate(Step):
             path = kept / f"fold-{fold + 1}-of-{folds}.npy"
             if not path.is_file():
                 model = self.trainer.fit(build, config, [texts[i] for i in fit], [labels[i] for i in fit], False)
-                set_prior_offset(model, unlabeled, share, build.settings.offset_per)
+                set_prior_offset(model, unlabeled, share)
                 np.save(path.with_suffix(".part.npy"), model.logits([texts[i] for i in held]))
                 path.with_suffix(".part.npy").replace(path)
             scores[held] = np.load(path)
@@ -118,25 +118,23 @@ class Calibrate(Step):
 
 def one_sentence_reader(build: Pipeline) -> str | None:
     """The folder of the model that the served BERT hands its texts of one sentence to
-    (``model.bert.one_sentence_reader_of``: the distill recipe's teacher, unless --one-sentence-reader
+    (``model.bert.one_sentence_reader_of``: the distill recipe's teacher, unless one_sentence_reader
     says the student reads them), or None."""
     return one_sentence_reader_of(build.settings.recipe, build.settings.one_sentence_reader)
 
 
 def prior_texts(build: Pipeline) -> list[str]:
-    """The unlabeled reviews BERT's offset is fitted on: a seeded sample of --prior-reviews."""
+    """The unlabeled reviews BERT's offset is fitted on: a seeded sample of prior_reviews."""
     s = build.settings
     if not s.prior_reviews:
         return []
     return [r.text for r in sample_unlabeled(build.splits().unlabeled, s.prior_reviews, s.seed)]
 
 
-def set_prior_offset(
-    model: BertClassifier, unlabeled: list[str], share: float, offset_per: str, temperature: float = 1.0
-) -> float:
-    """Give ``model`` the offset, added ``offset_per`` sentence or text to its log-odds, that makes
-    its mean probability of "positive" over the ``unlabeled`` texts ``share`` (none: 0); returns it."""
-    model.offset, model.offset_per = 0.0, offset_per
+def set_prior_offset(model: BertClassifier, unlabeled: list[str], share: float, temperature: float = 1.0) -> float:
+    """Give ``model`` the offset, added to its log-odds once per sentence it reads (``PER_SENTENCE``), that
+    makes its mean probability of "positive" over the ``unlabeled`` texts ``share`` (none: 0); returns it."""
+    model.offset, model.offset_per = 0.0, PER_SENTENCE
     if unlabeled:
         scores, units = model.raw_scores(unlabeled)
         model.offset = fit_offset(scores, share, temperature, units)

@@ -214,6 +214,6 @@ class LearningCurve(Step):
         labels = [r.label for r in sample]
         model = kind.train([r.text for r in sample], labels, config, build.device, False)
         if isinstance(model, BertClassifier):
-            set_prior_offset(model, unlabeled, labels.count(POSITIVE) / len(labels), build.settings.offset_per)
+            set_prior_offset(model, unlabeled, labels.count(POSITIVE) / len(labels))
         texts, gold = evaluation
         return accuracy(gold, model.predict_proba(texts)[:, 1])
