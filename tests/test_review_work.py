@@ -3,10 +3,12 @@ build runs by default), on NB-SVM alone so that it takes seconds: each review's 
 written once, and a second run finds nothing left to do."""
 
 import asyncio
+import json
 import re
 import threading
 from types import SimpleNamespace
 
+import pytest
 from sqlalchemy import func, select
 
 from app.db import (
@@ -26,15 +28,15 @@ from app.offline.review_work import Task, Worker, units, write_results
 from app.offline.steps import LAST_STEP_OF_THE_SITE, build_steps, scoring
 from app.offline.steps.data import ReadData
 from app.offline.steps.scoring import Explain, Predict
-from app.offline.steps.training import Train
+from app.offline.steps.training import Train, bert_reading, bert_training
 from app.offline.work_engines import LOCAL, run_tasks
 from app.settings import Settings
 from app.web.analysis import ModelAnalyzer
 from model.sentences import sentence_spans
 from app.web.ready_analyzer import unanalysed
 from app.web.store import fill_in_model, store_user_review
-from model.config import DISTILL, PLAIN, LimeConfig, WordLimeConfig
-from model.names import CATALOGUE, EVAL, MODELS, NBSVM, SENTENCE, WORD, WORD_LEVEL_MODEL
+from model.config import DISTILL, PLAIN, BertConfig, LimeConfig, WordLimeConfig
+from model.names import BERT, CATALOGUE, EVAL, MODELS, NBSVM, SENTENCE, TEACHER, WORD, WORD_LEVEL_MODEL
 from tests.web_fixtures import build_web_database, cue_model
 
 TASKS = [Task(NBSVM), Task(NBSVM, SENTENCE), Task(WORD_LEVEL_MODEL, WORD)]
@@ -169,6 +171,35 @@ def test_the_running_steps_progress_says_its_seconds_left_and_when_each_model_is
     assert written[-1] is None  # no step runs
     assert "Number format: " in caplog.text
     assert re.search(r"Step explain_nbsvm: \d+ of \d+ reviews in \d+ s: about .* left for it", caplog.text)
+
+
+def test_while_the_teacher_labels_the_students_training_is_scaled_from_the_teachers_training(tmp_path):
+    """The last BERT timed while the teacher labels is its reading, far cheaper a character than its training:
+    the student's training, not timed yet, is still scaled from the teacher's training (what SCALED_COST_FACTOR
+    is measured against), and the student's reading from the teacher's reading. Synthetic timings."""
+    shapes = {"teacher-checkpoint": (768, 3072, 12), "student-checkpoint": (384, 1536, 6)}
+    for name, (hidden, inner, layers) in shapes.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(
+            json.dumps({"hidden_size": hidden, "intermediate_size": inner, "num_hidden_layers": layers})
+        )
+    build = SimpleNamespace(checkpoint=lambda name: SimpleNamespace(location=tmp_path / name))
+    texts = ["A film of its time, and of ours. " * 20] * 10
+    teacher = BertConfig(base_model="teacher-checkpoint")
+    student = BertConfig(base_model="student-checkpoint", frozen_layers=2)
+    teacher_training, labelling = (work(build, TEACHER, teacher, texts) for work in (bert_training, bert_reading))
+    student_training, student_reading = (work(build, BERT, student, texts) for work in (bert_training, bert_reading))
+    scaled = student_training.size / teacher_training.size * estimates.SCALED_COST_FACTOR
+    costs = estimates.Costs()
+    costs.timed(teacher_training, 4e-4)
+    assert costs.of(labelling) == 4e-4  # the teacher's training times its labels until they are timed
+    while_training = costs.seconds(student_training)
+    assert while_training == pytest.approx(student_training.reads * 4e-4 * scaled)
+    costs.timed(labelling, 1e-4)  # the teacher labels, 4 times cheaper a character than it trains
+    assert costs.seconds(student_training) == pytest.approx(while_training)
+    assert costs.of(student_reading) == pytest.approx(1e-4 * scaled)
+    costs.timed(student_training, 2e-4)  # the student timed: its own cost, for its reading too until that is timed
+    assert costs.of(student_training) == costs.of(student_reading) == 2e-4
 
 
 def test_the_build_and_the_server_write_the_same_rows_for_a_review(tmp_path):

@@ -4,10 +4,12 @@ the site the seconds until its explain step is done (``ready_in_s``), both in th
 A step says what work it still has (``Step.work``): how many characters a network reads, a training step's
 counted as the forward and backward passes it runs (``TRAINING_PASSES`` over its trained layers). While a
 step runs, its rate so far gives its seconds left, and the seconds a character costs its network on this
-machine. A step not started yet is estimated from its work at that cost: measured for its network by an
-earlier step of this build (the teacher's training times its labels), or, for a BERT network not timed yet,
-a timed one's cost scaled by the two networks' sizes (``network_shape``) and by SCALED_COST_FACTOR (the
-student's training estimated from the teacher's first steps). A step whose work cannot be told (a calibration that retrains BERT), or a
+machine, training and reading apart (a network reads a character far cheaper than its training runs one
+pass over it). A step not started yet is estimated from its work at that cost: measured for its network by
+an earlier step of this build (the teacher's training times its labels until they are timed), or, for a BERT
+network not timed yet, the cost of the same kind of work of the one timed last, scaled by the two networks'
+sizes (``network_shape``) and by SCALED_COST_FACTOR (the student's training estimated from the teacher's,
+even while the teacher labels). A step whose work cannot be told (a calibration that retrains BERT), or a
 network with nothing timed to scale from, leaves the estimate out: None, no figure rather than a guess.
 """
 
@@ -21,10 +23,11 @@ from pathlib import Path
 
 TRAINING_PASSES = 3  # a trained layer runs forward once and backward twice (activations' and weights' gradients)
 CHARS_PER_TOKEN = 4  # an English review's characters per BERT word piece, near enough to cap what a window reads
-# A network's cost scaled from another's by their sizes came out about 3 times too low in the default
-# builds on both CPUs measured: the sentence-reading MiniLM student's step took 0.71 s against 0.25 s
-# scaled from the MPNet teacher's with native bfloat16, 2.7 s against 0.92 s without (a small network
+# A network's training cost scaled from another's by their sizes came out about 3 times too low in the
+# default builds on both CPUs measured: the sentence-reading MiniLM student's step took 0.71 s against 0.25 s
+# scaled from the MPNet teacher's training with native bfloat16, 2.7 s against 0.92 s without (a small network
 # uses a CPU's cores less fully, and sentences make short passes); scripts/studies/precision_study.py.
+# A reading scaled from another network's reading takes the same factor (not measured).
 SCALED_COST_FACTOR = 3.0
 TIMED_AFTER_S = 2.0  # a rate is taken once a step has run this long since its first report (and done some work)
 
@@ -34,12 +37,13 @@ class Work:
     """What a step still has to do: ``reads`` characters read by ``network`` (forward-pass equivalents), of
     which the step's progress reports count ``counted`` (a training counts its optimizer steps, not the frozen
     layers' one pass before them). ``size``: the network's size (``network_shape``), for BERT networks, so that
-    another network's cost can be scaled to it."""
+    another network's cost can be scaled to it. ``trains``: whether the step trains the network (else it reads)."""
 
     network: str
     reads: float
     counted: float | None = None
     size: float | None = None
+    trains: bool = False
 
     @property
     def counted_reads(self) -> float:
@@ -107,24 +111,32 @@ class StepClock:
 
 
 class Costs:
-    """The seconds a character costs each network on this machine, as timed in this build."""
+    """The seconds a character costs each network on this machine, as timed in this build, its training's and
+    its reading's apart."""
 
     def __init__(self):
-        self.per_read: dict[str, float] = {}
-        self.sized: tuple[str, float] | None = None  # the BERT network timed last, and its size
+        self.per_read: dict[tuple[str, bool], float] = {}  # by network, and whether it trains
+        self.sized: dict[bool, tuple[str, float]] = {}  # by whether it trains: the BERT network timed last, its size
 
     def timed(self, work: Work, seconds_per_read: float) -> None:
-        self.per_read[work.network] = seconds_per_read
+        self.per_read[work.network, work.trains] = seconds_per_read
         if work.size:
-            self.sized = (work.network, work.size)
+            self.sized[work.trains] = (work.network, work.size)
 
     def of(self, work: Work) -> float | None:
-        """A character's cost for ``work``'s network: timed, or scaled by size from the BERT network timed last."""
-        if work.network in self.per_read:
-            return self.per_read[work.network]
-        if work.size and self.sized is not None:
-            network, size = self.sized
-            return self.per_read[network] * work.size / size * SCALED_COST_FACTOR
+        """A character's cost for ``work``: its network's, timed at the same kind of work (training or reading)
+        or else at the other; for a BERT network not timed yet, scaled by size from the BERT network timed last
+        at the same kind of work, or else at the other."""
+        kinds = (work.trains, not work.trains)
+        for trains in kinds:
+            if (work.network, trains) in self.per_read:
+                return self.per_read[work.network, trains]
+        if not work.size:
+            return None
+        for trains in kinds:
+            if trains in self.sized:
+                network, size = self.sized[trains]
+                return self.per_read[network, trains] * work.size / size * SCALED_COST_FACTOR
         return None
 
     def seconds(self, work: Work | None) -> float | None:

@@ -101,12 +101,12 @@ class Train(Step):
 
     def work(self, build: Pipeline) -> Work | None:
         if self.up_to_date(build):
-            return Work(self.name, 0.0)
+            return Work(self.name, 0.0, trains=True)
         config = self.config(build)
         texts = self.texts(build)
         if isinstance(config, BertConfig):
             return bert_training(build, self.name, config, texts)
-        return Work(self.name, capped_chars(texts, None))
+        return Work(self.name, capped_chars(texts, None), trains=True)
 
     def texts(self, build: Pipeline) -> list[str]:
         """The texts the model trains on."""
@@ -316,7 +316,7 @@ def bert_training(build: Pipeline, network: str, config: BertConfig, texts: list
     chars = capped_chars(texts, reading_cap(config))
     trained = (layers - config.frozen_layers) / layers
     counted = config.epochs * chars * TRAINING_PASSES * trained
-    return Work(network, counted + chars * (1 - trained), counted=counted, size=size)
+    return Work(network, counted + chars * (1 - trained), counted=counted, size=size, trains=True)
 
 
 def pretrained(build: Pipeline, config: Seeded) -> tuple[Seeded, dict]:
