@@ -38,12 +38,12 @@ from pathlib import Path
 import httpx
 
 from app.settings import Settings
-from model.sentences import sentence_spans
 from app.web.costs import request_cost
 from model.artifacts import read_meta
 from model.bert import ONE_SENTENCE_READER, network_reading
 from model.config import LimeConfig
 from model.names import BERT
+from model.sentences import sentence_spans
 from model.trained import model_dir
 
 from bench_api import database_copy, ms, percentile, textflix_server  # scripts/, beside this script

@@ -30,13 +30,13 @@ from fastapi.testclient import TestClient
 
 from app.settings import Settings
 from app.web.analysis import ModelAnalyzer
-from model.sentences import sentence_spans
 from app.web.batching import BACKGROUND, URGENT, MicroBatcher
 from app.web.costs import FULL_TEXT_CHARS, READER_COST, TEXT_OVERHEAD_CHARS, analysis_cost, request_cost, what_if_cost
 from app.web.errors import ServerStopping
 from app.web.main import create_app
 from model.config import LimeConfig
 from model.names import MODELS
+from model.sentences import sentence_spans
 from tests.conftest import ROOT, free_port, serve_in_thread
 from tests.web_fixtures import FakeAnalyzer, analyzer_app, cue_model, use_analyzer, web_database  # noqa: F401
 

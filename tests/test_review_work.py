@@ -32,11 +32,11 @@ from app.offline.steps.training import Train, bert_reading, bert_training
 from app.offline.work_engines import LOCAL, run_tasks
 from app.settings import Settings
 from app.web.analysis import ModelAnalyzer
-from model.sentences import sentence_spans
 from app.web.ready_analyzer import unanalysed
 from app.web.store import fill_in_model, store_user_review
 from model.config import DISTILL, PLAIN, BertConfig, LimeConfig, WordLimeConfig
 from model.names import BERT, CATALOGUE, EVAL, MODELS, NBSVM, SENTENCE, TEACHER, WORD, WORD_LEVEL_MODEL
+from model.sentences import sentence_spans
 from tests.web_fixtures import build_web_database, cue_model
 
 TASKS = [Task(NBSVM), Task(NBSVM, SENTENCE), Task(WORD_LEVEL_MODEL, WORD)]

@@ -23,10 +23,10 @@ from starlette.concurrency import run_in_threadpool
 
 from app.settings import Settings
 from app.web.analysis import Analyzer, NoModels
-from model.sentences import sentence_spans
 from app.web.build_state import BuildWatch, pending_entry
 from app.web.store import fill_in_model, lacking_model
 from model.names import DISPLAY_NAMES, MODELS
+from model.sentences import sentence_spans
 
 log = logging.getLogger("textflix")
 STOP_GRACE_S = 120.0  # the analyzer swapped out stops this long after (its analyses under way finish first)
