@@ -11,9 +11,9 @@ joining its pieces, which costs by the square of its length: one 64 MiB header h
   nothing), must have come whole within it; else 408 and the connection is closed;
 * ``body_timeout_s``: a body must have come whole within it of its head; else 408 (or, once the answer
   has begun, the connection is closed) and the app reads a disconnect;
-* ``send_timeout_s``: while the client reads nothing of an answer whose unsent bytes are over the
-  transport's high-water mark, the connection is closed after it; the app's ``send`` returns and it
-  reads a disconnect, so a streamed export stops and lets the next one begin.
+* ``send_timeout_s``: once the unsent bytes of an answer are over the transport's high-water mark,
+  the client must read some of them within each such time; else the connection is closed, the app's
+  ``send`` returns and it reads a disconnect, so a streamed export stops and lets the next one begin.
 
 Between requests, uvicorn's own ``timeout_keep_alive`` (``keep_alive_s``) closes an idle connection.
 Every way the server starts serves with it (``app.cli.uvicorn_options``).
@@ -56,6 +56,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.head_bytes = 0
         self.read_deadline: asyncio.TimerHandle | None = None  # of the head, or of the body
         self.send_deadline: asyncio.TimerHandle | None = None
+        self.unsent = 0  # bytes the transport held at the send deadline's last look
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -97,7 +98,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def pause_writing(self) -> None:
         super().pause_writing()
         if self.send_deadline is None:
-            self.send_deadline = self.loop.call_later(self.limits.send_timeout_s, self.not_reading)
+            self.await_reading()
 
     def resume_writing(self) -> None:
         self.stop_send_deadline()
@@ -108,6 +109,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def await_head(self) -> None:
         self.stop_read_deadline()
         self.read_deadline = self.loop.call_later(self.limits.header_timeout_s, self.head_too_slow)
+
+    def await_reading(self) -> None:
+        self.unsent = self.transport.get_write_buffer_size()
+        self.send_deadline = self.loop.call_later(self.limits.send_timeout_s, self.check_reading)
 
     def stop_read_deadline(self) -> None:
         if self.read_deadline is not None:
@@ -135,7 +140,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         else:
             self.refuse(408, "body", f"The body did not come within {self.limits.body_timeout_s:g} s of the headers.")
 
-    def not_reading(self) -> None:
+    def check_reading(self) -> None:
+        """Wait on while the client has read some of the answer since the last look; else close."""
+        if self.transport.get_write_buffer_size() < self.unsent:
+            self.await_reading()
+            return
         self.send_deadline = None
         log.info(
             "Closed the connection of %s: it read nothing of the answer for %g s (TEXTFLIX_SEND_TIMEOUT_S).",
