@@ -54,6 +54,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.limits = limits
         self.reading_head = True
         self.head_bytes = 0
+        self.heads = 0  # heads parsed on this connection
         self.read_deadline: asyncio.TimerHandle | None = None  # of the head, or of the body
         self.send_deadline: asyncio.TimerHandle | None = None
         self.unsent = 0  # bytes the transport held at the send deadline's last look
@@ -68,24 +69,27 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self.reading_head:
-            if self.read_deadline is None:
-                self.await_head()
-            room = self.limits.max_header_bytes - self.head_bytes
-            if len(data) > room:
-                super().data_received(data[:room])
-                if self.transport.is_closing():
-                    return
-                if self.reading_head:
-                    self.refuse(431, "headers", f"The request line and headers are over {self.limits.max_header_bytes:,} bytes.")
-                    return
-                data = data[room:]
-                return self.data_received(data)
+        if not self.reading_head:
+            super().data_received(data)
+            return
+        if self.read_deadline is None:
+            self.await_head()
+        room = self.limits.max_header_bytes - self.head_bytes
+        if len(data) <= room:
             self.head_bytes += len(data)
-        super().data_received(data)
+            super().data_received(data)
+            return
+        heads = self.heads
+        super().data_received(data[:room])
+        if self.transport.is_closing():
+            return
+        if self.heads == heads:
+            self.refuse(431, "headers", f"The request line and headers are over {self.limits.max_header_bytes:,} bytes.")
+            return
+        self.data_received(data[room:])  # what follows the head that ended within the room
 
     def on_headers_complete(self) -> None:
-        self.reading_head = False
+        self.reading_head, self.heads = False, self.heads + 1
         self.stop_read_deadline()
         self.read_deadline = self.loop.call_later(self.limits.body_timeout_s, self.body_too_slow)
         super().on_headers_complete()
