@@ -194,7 +194,7 @@ def test_an_idle_keep_alive_connection_is_closed(web_database):
     with limited_server(web_database) as (url, port):
         sock = connect(port)
         sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n")
-        answer, seconds = read_until_closed(sock, KEEP_ALIVE_S + SLACK_S)
+        answer, _ = read_until_closed(sock, KEEP_ALIVE_S + SLACK_S)
     assert answer.startswith(b"HTTP/1.1 200 ") and answer.count(b"HTTP/1.1") == 1
 
 
