@@ -267,11 +267,18 @@ def uvicorn_options(settings: Settings) -> dict:
     """How uvicorn serves the app, besides where: X-Forwarded-For read only from ``trusted_proxies``
     (uvicorn's own default trusts 127.0.0.1, which would take a local proxy's word for who writes),
     and at shutdown ``shutdown_grace_s`` for the requests under way (uvicorn's default waits for
-    them without end, which `docker stop` cuts short with SIGKILL)."""
+    them without end, which `docker stop` cuts short with SIGKILL); httptools with the bounds on a
+    connection's head, body, unread answer and idle time (``app.web.http_limits``), and no WebSocket
+    protocol (the app has no WebSocket route)."""
+    from app.web.http_limits import limited_protocol
+
     return {
         "proxy_headers": bool(settings.trusted_proxies),
         "forwarded_allow_ips": settings.trusted_proxies or None,
         "timeout_graceful_shutdown": settings.shutdown_grace_s,
+        "http": limited_protocol(settings),
+        "ws": "none",
+        "timeout_keep_alive": settings.keep_alive_s,
     }
 
 

@@ -125,6 +125,30 @@ class Server(ConfigGroup):
         "explanations, before it stops them (503): under the 10 s that `docker stop` waits before it kills.",
     )  # fmt: skip
 
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024,
+        description="Most bytes of a request's line and headers together; beyond them the answer is 431, before the "
+        "rest is read.",
+    )  # fmt: skip
+    header_timeout_s: float = Field(
+        10.0, gt=0,
+        description="Seconds a request's line and headers may take to arrive, from their first byte (or from the "
+        "connection); beyond them the answer is 408 and the connection is closed.",
+    )  # fmt: skip
+    body_timeout_s: float = Field(
+        30.0, gt=0,
+        description="Seconds a request's body may take to arrive, from the end of its headers; beyond them the answer "
+        "is 408 and the connection is closed.",
+    )  # fmt: skip
+    send_timeout_s: float = Field(
+        30.0, gt=0,
+        description="Seconds a client may read nothing of an answer the server is waiting to send (such as the "
+        "export); beyond them the connection is closed and the answer given up (the next export may begin).",
+    )  # fmt: skip
+    keep_alive_s: float = Field(
+        5.0, gt=0, description="Seconds an idle connection is kept open after an answer for the client's next request."
+    )
+
     build_poll_s: float = Field(
         3.0, gt=0,
         description="Seconds between the server's looks at the run record: a model the build has made ready "

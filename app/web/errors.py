@@ -131,6 +131,12 @@ class ClientGone(AppError):
         super().__init__(499, problem(None, "The client closed the connection; the work for it was cancelled."))
 
 
+def shown(text: str, most: int = 80) -> str:
+    """``text`` as an error message may echo it: cut after ``most`` characters, so that a client's
+    long path or id is not sent back whole."""
+    return text if len(text) <= most else f"{text[:most]}… ({len(text):,} characters)"
+
+
 def route_path(scope: Scope) -> str:
     """The request's path inside the app (without the root path a proxy mounts it under)."""
     return get_route_path(scope)
@@ -208,7 +214,7 @@ def install(app: FastAPI) -> None:
         return error_response(request, 422, validation_problems(error))
 
     async def http_error(request: Request, error: HTTPException) -> Response:
-        path = route_path(request.scope)
+        path = shown(route_path(request.scope))
         message = str(error.detail)
         if error.status_code == 404 and error.detail == "Not Found":
             message = f"There is no API endpoint at {path}; see /docs." if is_api(request.scope) else "There is no page at this address."

@@ -14,6 +14,7 @@ flattens it into one line per review (``csv_columns``).
 
 import csv
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import TextIO
@@ -30,6 +31,9 @@ from model.quality import QUALITY_FIELDS
 CHUNK_SIZE = 500
 # A spreadsheet reads a cell that begins with one of these as a formula (OWASP, CSV injection).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A cell breaks where a spreadsheet that splits on ``,``, ``;`` or tab, or by lines, ignoring the quotes,
+# would begin a new one; a formula start there, after any spaces and quotes, begins a formula.
+FORMULA_AFTER_BREAK = re.compile(r"([,;\t\r\n][ \"']*)(?=[=+\-@])")
 REVIEW_FIELDS = ("id", "title_id", "title", "source", "gold", "user_label", "rating", "text")
 FIT_FIELDS = ("samples", "intercept", "score")
 
@@ -125,10 +129,13 @@ def csv_columns() -> list[str]:
 
 def spreadsheet_safe(value):
     """A text cell that a spreadsheet would run as a formula, quoted with a leading ``'`` (OWASP's rule;
-    defusedcsv leaves tab and carriage return out); numbers and other cells pass unchanged."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
+    defusedcsv leaves tab and carriage return out), and so is each formula start after a separator in
+    it (``Great film;=1+1`` is two cells, the second a formula, where the separator is ``;``); numbers and
+    other cells pass unchanged. ``write_csv`` also quotes every cell."""
+    if not isinstance(value, str):
+        return value
+    value = FORMULA_AFTER_BREAK.sub(r"\1'", value)
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
 
 
 def csv_row(row: dict) -> dict:
@@ -160,7 +167,7 @@ def write_jsonl(engine: Engine, out: TextIO) -> int:
 
 def write_csv(engine: Engine, out: TextIO) -> int:
     """Write the export as CSV to ``out``; returns the number of reviews."""
-    writer = csv.DictWriter(out, csv_columns())
+    writer = csv.DictWriter(out, csv_columns(), quoting=csv.QUOTE_ALL)  # OWASP: every cell in double quotes
     writer.writeheader()
     count = 0
     for row in export_rows(engine):

@@ -21,7 +21,8 @@ A pure ASGI middleware, so it answers before the body is parsed, in this order:
    lists, 6 MiB, take ``json.loads`` a second), and the API's bodies hold a handful.
 
 Paths are matched inside the app (``app.web.errors.route_path``), so a proxy's root path
-does not take a request past the gate. The body it read is handed on unchanged.
+does not take a request past the gate; a method no route takes at the path (PUT on a GET route) is
+routing's to answer (405 with ``Allow``). The body it read is handed on unchanged.
 """
 
 import email.message
@@ -39,6 +40,7 @@ from fastapi import Security
 from fastapi.security import HTTPBearer
 from starlette.datastructures import Headers
 from starlette.requests import Request
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.web.errors import API_PREFIX, AppError, error_response, problem, route_path
@@ -110,6 +112,12 @@ def require_token(request: Request, _credentials=Security(bearer)) -> None:
         raise AppError.one(status, "Authorization", message, headers=headers)
 
 
+def reaches_a_route(scope: Scope) -> bool:
+    """Whether a route of the app takes the request's method at its path: the others are routing's to
+    answer (404, or 405 with ``Allow``), not the guard's."""
+    return any(route.matches(scope)[0] is Match.FULL for route in scope["app"].router.routes)
+
+
 def token_field_known(read: bytearray, longest: int) -> bool:
     """Whether the beginning ``read`` of a form's body tells its token: the first field has come whole, or it
     is longer than ``longest`` (the token's field spelt in the longest way), or it is another field."""
@@ -174,7 +182,7 @@ class ApiGuard:
             return
         path = route_path(scope)
         analyze = path in ANALYZE_PATHS
-        if not (analyze or path.startswith(API_PREFIX)):
+        if not (analyze or path.startswith(API_PREFIX)) or not reaches_a_route(scope):
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from urllib.parse import urlsplit
 
+from starlette.convertors import IntegerConvertor, register_url_convertor
 from starlette.requests import Request
 
 from app.settings import Settings
@@ -26,6 +27,18 @@ MAX_ID = 2**63 - 1  # the largest row id a database can hold
 # Unicode's format characters (zero-width space, joiners, byte-order mark, …): a text of only these,
 # and white space, has nothing to read (a zero-width space alone is not even a sentence).
 INVISIBLE = "Cf"
+
+
+class RowIdConvertor(IntegerConvertor):
+    """``{name:row_id}`` in a route's path: digits, read as a row id. Digits beyond any row id read as
+    ``MAX_ID + 1``, which no row has, without ``int()`` of them (Python refuses over 4,300 digits)."""
+
+    def convert(self, value: str) -> int:
+        digits = value.lstrip("0") or "0"
+        return int(digits) if len(digits) <= len(str(MAX_ID)) else MAX_ID + 1
+
+
+register_url_convertor("row_id", RowIdConvertor())
 
 
 def text_problems(field: str, text: str, settings: Settings) -> list[dict]:

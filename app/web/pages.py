@@ -20,7 +20,7 @@ from app.web.analysis import Analyzer
 from app.web.build_state import analysed, pending_entry, pending_line
 from app.web.costs import check_explanation_size
 from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
-from app.web.errors import AppError, route_path, wants_json
+from app.web.errors import AppError, route_path, shown, wants_json
 from app.web.limits import MAX_ID, off_the_loop, plausible_identifier, raw_length_problems, text_problems
 from app.web.queries import about, dashboard, rationales, reviews, rows, summaries
 from app.web.templating import STATIC_DIR, templates
@@ -138,15 +138,16 @@ def dashboard_page(
 def movie_page(title_id: str, request: Request, session: Session = Depends(get_session)) -> Response:
     view = View.from_request(request)
     page = reviews.movie_page(session, title_id, view) if plausible_identifier(title_id) else None
-    return respond_found(request, "movie.html", page, view, f"Title {title_id!r}")
+    return respond_found(request, "movie.html", page, view, f"Title {shown(title_id)!r}")
 
 
-@router.get("/reviews/{review_id:int}")
-@router.get("/reviews/{review_id:int}.json")
+@router.get("/reviews/{review_id:row_id}")
+@router.get("/reviews/{review_id:row_id}.json")
 def review_page(review_id: int, request: Request, session: Session = Depends(get_session)) -> Response:
     view = View.from_request(request)
-    page = reviews.review_page(session, review_id, view) if review_id <= MAX_ID else None
-    return respond_found(request, "review.html", page, view, f"Review {review_id}")
+    if review_id > MAX_ID:
+        return respond_found(request, "review.html", None, view, f"A review id over {MAX_ID:,}")
+    return respond_found(request, "review.html", reviews.review_page(session, review_id, view), view, f"Review {review_id}")
 
 
 @router.get("/disagreements")
