@@ -190,9 +190,10 @@ class ApiLimits(ConfigGroup):
     )  # fmt: skip
     small_work_in_flight: int = Field(
         2_600, ge=0,
-        description="Model passes kept for small requests, those charged at most half of them (a short prediction, "
-        "64 texts not explained, an explained review of about 2,500 characters), beside TEXTFLIX_MAX_WORK_IN_FLIGHT: "
-        "no request, however large, shuts them out, and they never keep a large one out; 0: one pool for all.",
+        description="Model passes kept for small requests, those charged at most a quarter of them (a short "
+        "prediction, 64 texts of up to 10,000 characters not explained, an explained review of up to about 1,400 "
+        "characters), beside TEXTFLIX_MAX_WORK_IN_FLIGHT: no request, however large, shuts them out, and they never "
+        "keep a large one out; 0: one pool for all.",
     )  # fmt: skip
     batch_max_weight: float | None = Field(
         None, ge=1,

@@ -53,15 +53,17 @@ def text_weight(text: str | Sentences, most: float) -> float:
 
 class WorkLimiter:
     """Admits analyses while their model passes in flight stay within their pool: a request charged at most
-    ``small_request`` passes (half of ``small_capacity``, so that one never fills it) draws on the small
-    pool, any other on the large one, ``capacity``, of which one request may take ``largest_request``."""
+    ``small_request`` passes (a quarter of ``small_capacity``: several always fit, and 64 texts of 20,000
+    characters, half of it, are not small) draws on the small pool, any other on the large one, ``capacity``, of which
+    one request may take ``largest_request``."""
 
+    SMALL_SHARE = 4  # a small request is charged at most 1/SMALL_SHARE of the small pool
     WINDOW_S = 30.0  # throughput, for Retry-After, is measured over this many seconds
 
     def __init__(self, capacity: int, small_capacity: int = 0, largest_request: int | None = None):
         self.capacity = capacity
         self.small_capacity = small_capacity
-        self.small_request = small_capacity // 2
+        self.small_request = small_capacity // self.SMALL_SHARE
         self.largest_request = min(capacity, largest_request or capacity)
         self._pools = {True: 0, False: 0}  # passes in flight, by whether the requests are small
         self._done: collections.deque[tuple[float, int]] = collections.deque()

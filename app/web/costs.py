@@ -1,4 +1,5 @@
 """What a request costs the server, in one place: the model passes it is charged (``request_cost``),
+the most one request may be charged on this machine (``largest_request``, from its measured speed),
 and the checks of what one request may have explained.
 
 A model pass is a full-length text, ``FULL_TEXT_CHARS`` characters (each text counts
@@ -25,9 +26,9 @@ TEXT_OVERHEAD_CHARS = 10  # what a text costs a model call besides its character
 # review 4.2× (18.8 against 4.5 ms), 64 one-sentence texts of 20,000 characters 3.9× (11.0 against
 # 2.8 s), on 2 CPU cores (docs/studies/one-sentence-reader.md).
 READER_COST = 4
-# The largest request, with the small requests' pool full beside it, is admitted only where the measured
-# speed finishes them in this share of ``analysis_timeout_s``: the rest is for the estimate's error (its
-# model calls are timed alone, on an idle process) and for what else the cores are doing.
+# The largest request is admitted only where the measured speed finishes it alone in this share of
+# ``analysis_timeout_s``: the rest is for the small requests beside it, what else the cores are doing
+# and the estimate's error (its model calls are timed once, as the models load).
 TIMEOUT_SHARE = 0.5
 
 
@@ -109,12 +110,11 @@ def check_explanation_size(field: str, texts: list[str], settings: Settings) -> 
 
 def largest_request(settings: Settings, seconds_per_pass: float | None) -> int:
     """The most model passes one request may be charged: ``max_work_in_flight``, or fewer where this machine,
-    at its measured ``seconds_per_pass`` (None: not measured), would not finish them and a full pool of small
-    requests beside them in ``TIMEOUT_SHARE`` of ``analysis_timeout_s``."""
+    at its measured ``seconds_per_pass`` (None: not measured), would not finish them in ``TIMEOUT_SHARE`` of
+    ``analysis_timeout_s``."""
     if not settings.analysis_timeout_s or not seconds_per_pass:
         return settings.max_work_in_flight
-    in_time = int(settings.analysis_timeout_s * TIMEOUT_SHARE / seconds_per_pass) - settings.small_work_in_flight
-    return max(1, min(settings.max_work_in_flight, in_time))
+    return max(1, min(settings.max_work_in_flight, int(settings.analysis_timeout_s * TIMEOUT_SHARE / seconds_per_pass)))
 
 
 def explanation_cost(
