@@ -208,7 +208,16 @@ class ApiLimits(ConfigGroup):
     max_work_in_flight: int = Field(
         10_400, ge=1,
         description="Model passes (of 1,000 characters: the texts, and the texts LIME scores to explain them) each "
-        "server process works on at once; a request beyond them gets 429 with Retry-After.",
+        "server process works on at once for requests larger than small ones (TEXTFLIX_SMALL_WORK_IN_FLIGHT); a "
+        "request beyond them gets 429 with Retry-After. One request may take them all only where this machine's "
+        "measured speed finishes it well within TEXTFLIX_ANALYSIS_TIMEOUT_S (GET /api/health: limits).",
+    )  # fmt: skip
+    small_work_in_flight: int = Field(
+        2_600, ge=0,
+        description="Model passes kept for small requests, those charged at most a quarter of them (a short "
+        "prediction, 64 texts of up to 10,000 characters not explained, an explained review of up to about 1,400 "
+        "characters), beside TEXTFLIX_MAX_WORK_IN_FLIGHT: no request, however large, shuts them out, and they never "
+        "keep a large one out; 0: one pool for all.",
     )  # fmt: skip
     batch_max_weight: float | None = Field(
         None, ge=1,

@@ -4,15 +4,17 @@ Starts ``textflix serve`` on a copy of DATA_DIR's database (as scripts/bench_api
 requests are the most expensive the limits allow, in 4-byte characters (letters from Unicode's
 mathematical alphanumerics: such a text takes 4 bytes a character in memory):
 
-- explained: one text of TEXTFLIX_MAX_TEXT_CHARS characters with as many sentences as one
-  request may have explained, its charge within TEXTFLIX_MAX_WORK_IN_FLIGHT (what the server
+- explained: one text of up to TEXTFLIX_MAX_TEXT_CHARS characters with as many sentences as one
+  request may have explained, charged as near the largest request the server takes as can be (what
+  GET /api/health's ``limits`` say, sized from the machine's measured speed; what the server
   charges: ``app.web.costs.request_cost``, with the readers the built BERT would give the texts);
 - explained, many: as many such texts as TEXTFLIX_MAX_EXPLAIN_CHARS allows, each with as many
   sentences as keep the request's charge within the limit;
 - TEXTFLIX_MAX_TEXTS texts of TEXTFLIX_MAX_TEXT_CHARS characters, not explained;
 - the explained text to POST /api/reviews and to /analyze.
 
-First the explained request alone: its time and the server's memory meanwhile. Then for
+First the explained request alone: its time and the server's memory meanwhile; then again, while
+one client sends a short POST /api/predict every 0.2 s beside it. Then for
 --seconds, --clients clients that never pause send these requests in turn, while another
 client sends one short POST /api/predict every 0.2 s; then as long again, the clients send only
 the ordinary request (TEXTFLIX_MAX_TEXTS texts, not explained). Prints the CPU, and one line per
@@ -89,9 +91,9 @@ def charge(settings: Settings, readers, texts: list[str], explain: bool) -> tupl
     return spans, request_cost(texts, spans, [readers(s) for s in spans], explain, settings.group(LimeConfig))
 
 
-def most_sentences(settings: Settings, readers, texts: int, seed: int) -> list[str]:
+def most_sentences(settings: Settings, readers, texts: int, seed: int, largest: int) -> list[str]:
     """``texts`` texts of ``max_text_chars`` characters, with as many sentences each (the same
-    number) as keep their explanation within ``max_work_in_flight`` and ``max_explain_sentences``."""
+    number) as keep their explanation within ``largest`` passes and ``max_explain_sentences``."""
     chars = settings.max_text_chars
 
     def made(sentences: int) -> tuple[list[str], int]:
@@ -101,18 +103,42 @@ def most_sentences(settings: Settings, readers, texts: int, seed: int) -> list[s
     low, high = 1, max(1, settings.max_explain_sentences // texts)  # low fits (or nothing does)
     while low < high:
         middle = (low + high + 1) // 2
-        if made(middle)[1] <= settings.max_work_in_flight:
+        if made(middle)[1] <= largest:
             low = middle
         else:
             high = middle - 1
     return made(low)[0]
 
 
-def worst_requests(settings: Settings, readers, seed: int) -> list[tuple[str, str, dict]]:
-    """(path, body kind, body) of the most expensive requests the settings allow."""
-    [explained] = most_sentences(settings, readers, 1, seed)
+def at_the_limit(settings: Settings, readers, seed: int, largest: int) -> str:
+    """A text whose explanation is charged as near ``largest`` passes as can be (issue 52's worst request took
+    them all): with more sentences than ``most_sentences`` allows, in as many characters as keep it within."""
+    [text] = most_sentences(settings, readers, 1, seed, largest)
+    best = (charge(settings, readers, [text], True)[1], text)
+    for sentences in range(len(sentence_spans(text)) + 1, len(sentence_spans(text)) + 11):
+        if best[0] == largest:
+            break
+
+        def made(chars: int) -> tuple[int, str]:
+            made_text = long_text(seed, sentences, chars)
+            return charge(settings, readers, [made_text], True)[1], made_text
+
+        low, high = 1, settings.max_text_chars  # the most characters that fit
+        while low < high:
+            middle = (low + high + 1) // 2
+            if made(middle)[0] <= largest:
+                low = middle
+            else:
+                high = middle - 1
+        best = max(best, made(low))
+    return best[1]
+
+
+def worst_requests(settings: Settings, readers, seed: int, largest: int) -> list[tuple[str, str, dict]]:
+    """(path, body kind, body) of the most expensive requests the settings allow, one explanation at most ``largest`` passes."""
+    explained = at_the_limit(settings, readers, seed, largest)
     most_texts = max(1, min(settings.max_texts, settings.max_explain_chars // settings.max_text_chars))
-    many = most_sentences(settings, readers, most_texts, seed)
+    many = most_sentences(settings, readers, most_texts, seed, largest)
     plain = [long_text(seed + i, 200, settings.max_text_chars) for i in range(settings.max_texts)]
     return [
         ("/api/predict", "json", {"texts": [explained], "explain": True}),
@@ -123,7 +149,7 @@ def worst_requests(settings: Settings, readers, seed: int) -> list[tuple[str, st
     ]
 
 
-def describe(settings: Settings, readers, path: str, body: dict) -> str:
+def describe(settings: Settings, readers, path: str, body: dict, largest: int) -> str:
     texts = body.get("texts") or [body["text"]]
     explain = body.get("explain", path != "/api/predict")
     spans, cost = charge(settings, readers, texts, explain)
@@ -131,7 +157,7 @@ def describe(settings: Settings, readers, path: str, body: dict) -> str:
         f"{path} {'explained' if explain else 'not explained'}: {len(texts)} texts, "
         f"{sum(map(len, texts)):,} characters, "
         f"{sum(map(len, spans)):,} sentences, a body of {len(json.dumps(body, ensure_ascii=False).encode()):,} bytes, "
-        f"{cost:,} model passes of {settings.max_work_in_flight:,}"
+        f"{cost:,} model passes of the {largest:,} one request may take"
     )
 
 
@@ -144,6 +170,9 @@ def cpu_name() -> str:
 
 
 def latency_line(what: str, latencies: list[float]) -> str:
+    """The latencies of the short predictions answered beside ``what``."""
+    if not latencies:
+        return f"short POST /api/predict under {what}: none answered"
     return (
         f"short POST /api/predict under {what}: median {ms(statistics.median(latencies))}, "
         f"p99 {ms(percentile(latencies, 99))}, worst {ms(max(latencies))} ({len(latencies)} requests)"
@@ -175,13 +204,16 @@ async def hammer(url: str, requests: list, clients: int, seconds: float, statuse
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def probe(url: str, seconds: float, latencies: list[float], statuses: collections.Counter) -> None:
+async def probe(url: str, seconds: float, latencies: list[float], statuses: collections.Counter, done=None) -> None:
+    """A short POST /api/predict every 0.2 s for ``seconds``, or until the future ``done`` is: the latencies of
+    those answered, the statuses of all."""
     deadline = time.monotonic() + seconds
     async with httpx.AsyncClient(base_url=url, timeout=120) as http:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (done and done.done()):
             sent = time.perf_counter()
             response = await http.post("/api/predict", json=PROBE)
-            latencies.append(time.perf_counter() - sent)
+            if response.status_code == 200:  # a refusal's latency says nothing of the wait for an answer
+                latencies.append(time.perf_counter() - sent)
             statuses[("probe", response.status_code)] += 1
             await asyncio.sleep(0.2)
 
@@ -204,6 +236,20 @@ async def alone(url: str, pid: int, request: tuple[str, str, dict]) -> tuple[int
         seconds = time.perf_counter() - sent
         watcher.cancel()
     return response.status_code, seconds, max(memory + [rss_mib(pid)])
+
+
+async def beside(url: str, request: tuple[str, str, dict]) -> tuple[int, float, list[float], collections.Counter]:
+    """``request`` with a short prediction every 0.2 s beside it: its status and seconds, the short ones' latencies and statuses."""
+    path, _, body = request
+    latencies: list[float] = []
+    statuses: collections.Counter = collections.Counter()
+    async with httpx.AsyncClient(base_url=url, timeout=None) as http:
+        sent = time.perf_counter()
+        worst = asyncio.ensure_future(http.post(path, json=body))
+        await asyncio.sleep(0.5)  # the worst request is admitted first
+        await probe(url, 1e9, latencies, statuses, worst)
+        response = await worst
+    return response.status_code, time.perf_counter() - sent, latencies, statuses
 
 
 async def load_test(url: str, pid: int, requests: list, clients: int, seconds: float) -> tuple:
@@ -232,15 +278,18 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     print(f"CPU: {cpu_name()}", flush=True)
     readers = served_readers(args.data_dir)
-    requests = worst_requests(settings, readers, args.seed)
-    ordinary = [request for request in requests if request[0] == "/api/predict" and not request[2].get("explain")]
-    for path, _, body in requests:
-        print(f"request {describe(settings, readers, path, body)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="textflix-load-") as tmp:
         url = database_copy(db, Path(tmp))
         server = textflix_server(args.data_dir, url, settings.batch_window_ms, args.device, Path(tmp) / "server.log")
         try:
             health = server.wait_ready()
+            limits = health.get("limits", {})  # a server from before issue 52 takes max_work_in_flight of any request
+            print(f"the server's limits: {json.dumps(limits) if limits else 'not reported'}", flush=True)
+            largest = limits.get("largest_request_passes", settings.max_work_in_flight)
+            requests = worst_requests(settings, readers, args.seed, largest)
+            ordinary = [request for request in requests if request[0] == "/api/predict" and not request[2].get("explain")]
+            for path, _, body in requests:
+                print(f"request {describe(settings, readers, path, body, largest)}", flush=True)
             httpx.post(f"{server.url}/api/predict", json=PROBE, timeout=60)  # warm-up
             pid = server.process.pid
             loaded = rss_mib(pid)
@@ -248,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
             status, seconds, most = asyncio.run(alone(server.url, pid, requests[0]))
             print(f"the explained request alone: {status} in {seconds:,.1f} s", flush=True)
             print(f"server memory (RSS) meanwhile: at most {most:,.0f} MiB ({most - loaded:,.0f} over the models)", flush=True)
+            status, seconds, short, short_statuses = asyncio.run(beside(server.url, requests[0]))
+            print(f"the explained request with a short prediction every 0.2 s beside it: {status} in {seconds:,.1f} s", flush=True)
+            print(f"{latency_line('the explained request', short)}; answers {dict(sorted(short_statuses.items()))}", flush=True)
             print(
                 f"{args.clients} clients sending the worst allowed requests for {args.seconds:.0f} s, "
                 "one client sending a short POST /api/predict every 0.2 s",

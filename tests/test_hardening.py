@@ -227,7 +227,9 @@ def test_an_explanation_does_not_hold_all_its_texts_at_once():
 def test_beyond_the_work_in_flight_a_request_gets_429_with_retry_after(web_database):
     text = review(6)
     cost = analysis_cost([text], True, LimeConfig(lime_samples=16), [sentence_spans(text)])
-    app, analyzer, _ = analyzer_app(web_database, seconds_per_call=0.2, max_work_in_flight=cost + cost // 2)
+    app, analyzer, _ = analyzer_app(
+        web_database, seconds_per_call=0.2, max_work_in_flight=cost + cost // 2, small_work_in_flight=0
+    )  # one pool: a request this small would draw on the small requests' own (tests/test_work_share.py)
 
     async def main(client):
         slow = [client.post("/api/predict", json={"texts": [text], "explain": True}) for _ in range(2)]

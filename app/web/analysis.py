@@ -29,6 +29,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import random
 import resource
 import threading
 import time
@@ -41,14 +42,19 @@ import numpy as np
 from app.settings import Settings
 from app.web import whatif
 from app.web.batching import BACKGROUND, CALL_WEIGHT, MicroBatcher, ProbaFn, WorkLimiter
-from app.web.costs import explanation_cost, request_cost
+from app.web.costs import analysis_cost, explanation_cost, largest_request, request_cost
 from app.web.limits import off_the_loop
 from model.config import LimeConfig
 from model.names import DISPLAY_NAMES, MODELS, label_of
 from model.quality import ReviewExplanation
-from model.sentences import Span, sentence_spans
+from model.sentences import Sentences, Span, sentence_spans
 
 log = logging.getLogger("textflix")
+# The shape of the model calls timed for the machine's speed: LIME's texts of the largest explanation the
+# default limits allow (docs/benchmarks/worst-requests.md), about 36 sentences of 550 characters, each
+# LIME text keeping about half of them.
+SPEED_SENTENCES, SPEED_SENTENCE_WORDS = 36, 90
+SPEED_TRIES = 3  # the call is timed this many times and the fastest kept: the machine's speed, not a moment's load
 
 
 def explained_answer(spans: Sequence[Span], explanations: dict[str, ReviewExplanation]) -> dict:
@@ -117,6 +123,8 @@ def load_analyzer(settings: Settings, models: tuple[str, ...] = MODELS) -> Analy
         return NoModels(f"the {DISPLAY_NAMES[error.model]} model is missing or damaged; run `textflix build` to train it.")
     for model in loaded.values():  # warm up (CUDA context, kernels, caches) before the first request
         model.predict_proba(["A warm-up sentence. It was fine.", "A warm-up sentence."])
+    call_weight = settings.batch_max_weight or CALL_WEIGHT[device.type]
+    seconds_per_pass = measured_seconds_per_pass(loaded, call_weight)
     name = str(device)
     if device.type == "cuda":
         import torch
@@ -127,10 +135,46 @@ def load_analyzer(settings: Settings, models: tuple[str, ...] = MODELS) -> Analy
         " and ".join(map(DISPLAY_NAMES.get, models)), settings.models_dir, name, time.perf_counter() - started,
         os.getpid(), f"{peak_memory_mb():,.0f}",
     )  # fmt: skip
-    return analyzer_of(loaded, settings, name, settings.batch_max_weight or CALL_WEIGHT[device.type])
+    analyzer = analyzer_of(loaded, settings, name, call_weight, seconds_per_pass)
+    log.info("Limits on this machine: %s.", limits_line(analyzer.info()["limits"]))
+    return analyzer
 
 
-def analyzer_of(loaded: dict, settings: Settings, device: str = "cpu", call_weight: float = 8) -> "ModelAnalyzer":
+def limits_line(limits: dict) -> str:
+    """The work limits of ``ModelAnalyzer.info``, in words, for the log."""
+    return (
+        f"a model pass takes {limits['seconds_per_pass'] * 1000:.1f} ms (measured), so one request may take "
+        f"{limits['largest_request_passes']:,} passes (about {limits['largest_request_s']:.0f} s) of the "
+        f"{limits['max_work_in_flight']:,} for requests over {limits['small_request_passes']:,}; "
+        f"{limits['small_work_in_flight']:,} passes are kept for those up to it"
+    )
+
+
+def measured_seconds_per_pass(loaded: dict, call_weight: float) -> float:
+    """This machine's seconds per model pass (``app.web.costs``) of an explanation: one model call of
+    ``call_weight`` LIME texts shaped like the largest explanation's (``SPEED_SENTENCES``) timed per model
+    (the fastest of ``SPEED_TRIES``), summed over the models (a request's models share the cores), over the call's charge."""
+    rng = random.Random(0)
+    words = "film story acting plot great boring wonderful awful slow funny music scenes ending".split()
+    sentences = [" ".join(rng.choices(words, k=SPEED_SENTENCE_WORDS)).capitalize() + "." for _ in range(SPEED_SENTENCES)]
+    samples = [[s for s in sentences if rng.random() < 0.5] for _ in range(max(1, int(call_weight)))]
+    passes = analysis_cost([" ".join(kept) for kept in samples], False, LimeConfig())
+    seconds = 0.0
+    for model in loaded.values():
+        texts = [Sentences(kept) if model.reads_sentences else " ".join(kept) for kept in samples]
+        seconds += min(timed(model.predict_proba, texts) for _ in range(SPEED_TRIES))
+    return seconds / passes
+
+
+def timed(predict: ProbaFn, texts: list) -> float:
+    started = time.perf_counter()
+    predict(texts)
+    return time.perf_counter() - started
+
+
+def analyzer_of(
+    loaded: dict, settings: Settings, device: str = "cpu", call_weight: float = 8, seconds_per_pass: float | None = None
+) -> "ModelAnalyzer":
     """A ``ModelAnalyzer`` of trained models (``model.trained.Classifier``, by name): LIME's texts go as
     their sentences to a model that reads sentences, and a BERT that hands some texts to its
     teacher says which network read each (``BertClassifier.read_by``)."""
@@ -139,6 +183,7 @@ def analyzer_of(loaded: dict, settings: Settings, device: str = "cpu", call_weig
         settings,
         device,
         call_weight,
+        seconds_per_pass,
         reads_sentences={name: model.reads_sentences for name, model in loaded.items()},
         read_by={name: model.read_by for name, model in loaded.items() if getattr(model, "one_sentence_reader", None)},
         readings={
@@ -198,11 +243,14 @@ class ModelAnalyzer:
         settings: Settings,
         device: str = "cpu",
         call_weight: float = 8,
+        seconds_per_pass: float | None = None,
         reads_sentences: dict[str, bool] | None = None,
         read_by: dict[str, Callable[[Sequence[Span]], str]] | None = None,
         readings: dict[str, "whatif.Reading"] | None = None,
     ):
-        """``reads_sentences``: the models that take a text as its ``Sentences`` (LIME's texts go to
+        """``seconds_per_pass``: this machine's measured speed (``measured_seconds_per_pass``), which bounds the
+        largest request (``app.web.costs.largest_request``; None: not measured, ``max_work_in_flight``);
+        ``reads_sentences``: the models that take a text as its ``Sentences`` (LIME's texts go to
         them so); ``read_by``: for a model that hands some texts to another network, which reads a text
         of the given sentences; ``readings``: how the models that read a text as the sum of its sentences
         do (``whatif.Reading``)."""
@@ -217,7 +265,9 @@ class ModelAnalyzer:
             for name in MODELS
             if name in models  # a model not ready yet has none (``app.web.ready_analyzer``)
         }
-        self.work = WorkLimiter(settings.max_work_in_flight)
+        self.seconds_per_pass = seconds_per_pass
+        largest = largest_request(settings, seconds_per_pass)
+        self.work = WorkLimiter(settings.max_work_in_flight, settings.small_work_in_flight, largest)
         self._lime: ThreadPoolExecutor | None = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -240,6 +290,19 @@ class ModelAnalyzer:
             "batching": self.settings.batch_window_ms > 0,
             "model_calls": {name: b.calls for name, b in self.batchers.items()},
             "work_in_flight": self.work.in_flight,
+            "limits": self.limits(),
+        }
+
+    def limits(self) -> dict:
+        """What the work limits are on this machine (``WorkLimiter``), and the speed they are sized from."""
+        work, speed = self.work, self.seconds_per_pass
+        return {
+            "max_work_in_flight": work.capacity,
+            "small_work_in_flight": work.small_capacity,
+            "small_request_passes": work.small_request,
+            "largest_request_passes": work.largest_request,
+            "seconds_per_pass": speed,
+            "largest_request_s": None if speed is None else round(work.largest_request * speed, 1),
         }
 
     # -- analysis --------------------------------------------------------------
@@ -255,14 +318,16 @@ class ModelAnalyzer:
         ``ExplanationTooLarge`` when the texts have more sentences than one request may explain, or
         their explanations more work than the server takes at once."""
         texts, lime = list(texts), self.settings.group(LimeConfig)
-        if explain or self.read_by:  # its sentences decide its explanation, or which network reads it
-            spans, readers = await off_the_loop(self._read, texts, explain)
-        else:
-            spans, readers = None, [{} for _ in texts]
-        # The texts' own passes first, then their explanations' once the texts are checked.
+        spans, readers = None, [{} for _ in texts]
+        # The texts' own passes first, before they are split (a request refused then costs no splitting: 64
+        # texts take seconds), then what their readers add, then their explanations' once the texts are checked.
         async with self.work.admit(request_cost(texts, spans, readers, False, lime)) as reserve:
+            if explain or self.read_by:  # its sentences decide its explanation, or which network reads it
+                spans, readers = await off_the_loop(self._read, texts, explain)
+                reserve(request_cost(texts, spans, readers, False, lime))
             if explain:  # side by side, so the texts and LIME's samples can share model calls
-                reserve(explanation_cost(texts, spans, readers, lime, self.settings.max_explain_sentences, self.work.capacity))
+                largest, sentences = self.work.largest_request, self.settings.max_explain_sentences
+                reserve(explanation_cost(texts, spans, readers, lime, sentences, largest, self.seconds_per_pass))
                 p_positive, *explanations = await asyncio.gather(
                     self.predict(texts), *(self.explain(text, text_spans) for text, text_spans in zip(texts, spans))
                 )

@@ -9,8 +9,10 @@ perturbed texts, and small calls before large ones, so a short prediction never 
 long behind others.
 
 Work is bounded: every analysis reserves its model passes (``app.web.costs.request_cost``) from
-``WorkLimiter``, and beyond ``max_work_in_flight`` a request is refused at once with
-``ServerBusy`` (429 and a Retry-After) instead of queueing without end.
+``WorkLimiter``, and beyond its pool a request is refused at once with ``ServerBusy`` (429 and a
+Retry-After) instead of queueing without end. Small requests have a pool of their own
+(``small_work_in_flight``), large ones ``max_work_in_flight``: the largest request cannot shut a short
+one out, and a stream of short ones cannot keep a large one out.
 """
 
 import asyncio
@@ -50,39 +52,55 @@ def text_weight(text: str | Sentences, most: float) -> float:
 
 
 class WorkLimiter:
-    """Admits analyses while their model passes in flight stay within ``capacity``."""
+    """Admits analyses while their model passes in flight stay within their pool: a request charged at most
+    ``small_request`` passes (a quarter of ``small_capacity``: several always fit, and 64 texts of 20,000
+    characters, half of it, are not small) draws on the small pool, any other on the large one, ``capacity``, of which
+    one request may take ``largest_request``."""
 
+    SMALL_SHARE = 4  # a small request is charged at most 1/SMALL_SHARE of the small pool
     WINDOW_S = 30.0  # throughput, for Retry-After, is measured over this many seconds
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, small_capacity: int = 0, largest_request: int | None = None):
         self.capacity = capacity
-        self.in_flight = 0
+        self.small_capacity = small_capacity
+        self.small_request = small_capacity // self.SMALL_SHARE
+        self.largest_request = min(capacity, largest_request or capacity)
+        self._pools = {True: 0, False: 0}  # passes in flight, by whether the requests are small
         self._done: collections.deque[tuple[float, int]] = collections.deque()
+
+    @property
+    def in_flight(self) -> int:
+        return sum(self._pools.values())
 
     @asynccontextmanager
     async def admit(self, cost: int):
         """Reserves ``cost`` model passes for the block, which gets a function that raises the
-        reservation to a new total once it knows more (``ServerBusy`` if that does not fit)."""
-        held = 0
+        reservation to a new total once it knows more (``ServerBusy`` if that does not fit its pool)."""
+        held, small = 0, True
 
         def reserve(total: int) -> None:
-            nonlocal held
-            others = self.in_flight - held
-            if others + total > self.capacity:
-                raise ServerBusy(
-                    f"The server is busy with {others:,} model passes of other analyses; this one needs "
-                    f"{total:,} and the limit is {self.capacity:,} (TEXTFLIX_MAX_WORK_IN_FLIGHT). Retry shortly.",
-                    self.retry_after(others),
-                )
-            self.in_flight += total - held
-            held = total
+            nonlocal held, small
+            to_small = total <= self.small_request
+            others = self._pools[to_small] - (held if small == to_small else 0)
+            if others + total > (self.small_capacity if to_small else self.capacity):
+                raise ServerBusy(self._busy_message(others, total, to_small), self.retry_after(others))
+            self._pools[small] -= held
+            self._pools[to_small] += total
+            held, small = total, to_small
 
         reserve(cost)
         try:
             yield reserve
             self._done.append((time.monotonic(), held))
         finally:
-            self.in_flight -= held
+            self._pools[small] -= held
+
+    def _busy_message(self, others: int, total: int, small: bool) -> str:
+        pool = (
+            f"the limit for small requests is {self.small_capacity:,} (TEXTFLIX_SMALL_WORK_IN_FLIGHT)" if small
+            else f"the limit for requests over {self.small_request:,} passes is {self.capacity:,} (TEXTFLIX_MAX_WORK_IN_FLIGHT)"
+        )  # fmt: skip
+        return f"The server is busy with {others:,} model passes of other analyses; this one needs {total:,} and {pool}. Retry shortly."
 
     def retry_after(self, others: int) -> int:
         """Seconds until the ``others`` model passes in flight are likely done, at the throughput of the last half

@@ -1,4 +1,5 @@
 """What a request costs the server, in one place: the model passes it is charged (``request_cost``),
+the most one request may be charged on this machine (``largest_request``, from its measured speed),
 and the checks of what one request may have explained.
 
 A model pass is a full-length text, ``FULL_TEXT_CHARS`` characters (each text counts
@@ -25,6 +26,10 @@ TEXT_OVERHEAD_CHARS = 10  # what a text costs a model call besides its character
 # review 4.2× (18.8 against 4.5 ms), 64 one-sentence texts of 20,000 characters 3.9× (11.0 against
 # 2.8 s), on 2 CPU cores (docs/studies/one-sentence-reader.md).
 READER_COST = 4
+# The largest request is admitted only where the measured speed finishes it alone in this share of
+# ``analysis_timeout_s``: the rest is for the small requests beside it, what else the cores are doing
+# and the estimate's error (its model calls are timed once, as the models load).
+TIMEOUT_SHARE = 0.5
 
 
 class ExplanationTooLarge(Exception):
@@ -103,18 +108,28 @@ def check_explanation_size(field: str, texts: list[str], settings: Settings) -> 
         )  # fmt: skip
 
 
+def largest_request(settings: Settings, seconds_per_pass: float | None) -> int:
+    """The most model passes one request may be charged: ``max_work_in_flight``, or fewer where this machine,
+    at its measured ``seconds_per_pass`` (None: not measured), would not finish them in ``TIMEOUT_SHARE`` of
+    ``analysis_timeout_s``."""
+    if not settings.analysis_timeout_s or not seconds_per_pass:
+        return settings.max_work_in_flight
+    return max(1, min(settings.max_work_in_flight, int(settings.analysis_timeout_s * TIMEOUT_SHARE / seconds_per_pass)))
+
+
 def explanation_cost(
     texts: Sequence[str],
     spans: Sequence[Sequence[Span]],
     readers: Sequence[dict[str, str]],
     lime: LimeConfig,
     max_sentences: int,
-    capacity: int,
+    largest: int,
+    seconds_per_pass: float | None = None,
 ) -> int:
     """``request_cost`` of explaining ``texts``, split into ``spans``, once it is known that one request may:
     ``ExplanationTooLarge`` when they have more sentences than ``max_sentences`` (counted first: working
-    out what thousands of sentences cost takes seconds), or cost more than the server ever takes at once
-    (its ``capacity``)."""
+    out what thousands of sentences cost takes seconds), or cost more than the server takes of one request
+    (``largest``: ``largest_request`` at this machine's ``seconds_per_pass``)."""
     count = sum(map(len, spans))
     if count > max_sentences:
         raise ExplanationTooLarge(
@@ -123,11 +138,15 @@ def explanation_cost(
             max_sentences,
         )
     cost = request_cost(texts, spans, readers, True, lime)
-    if cost > capacity:
+    if cost > largest:
+        speed = (
+            f", {cost * seconds_per_pass:,.0f} s on this machine at its measured {seconds_per_pass * 1000:.1f} ms a "
+            "pass, and one request must finish well within TEXTFLIX_ANALYSIS_TIMEOUT_S" if seconds_per_pass else ""
+        )  # fmt: skip
         raise ExplanationTooLarge(
             f"Explaining this ({sum(map(len, texts)):,} characters, {count:,} sentences) takes "
-            f"{cost:,} model passes of {FULL_TEXT_CHARS:,} characters; the server takes at most {capacity:,} "
+            f"{cost:,} model passes of {FULL_TEXT_CHARS:,} characters{speed}; the server takes at most {largest:,} "
             "at once (TEXTFLIX_MAX_WORK_IN_FLIGHT). Send fewer or shorter texts, or leave out the explanations.",
-            capacity,
+            largest,
         )
     return cost

@@ -381,6 +381,22 @@ class ReviewDetail(BaseModel):
 # --- health ---------------------------------------------------------------------------------
 
 
+class WorkLimits(BaseModel):
+    """How much work this server process takes at once, sized from its machine's measured speed."""
+
+    max_work_in_flight: int = Field(description="Model passes of requests larger than small ones it works on at once.")
+    small_work_in_flight: int = Field(description="Model passes kept for small requests, which no large one can take.")
+    small_request_passes: int = Field(description="The most model passes a request is charged and counts as small.")
+    largest_request_passes: int = Field(
+        description="The most model passes one request may be charged: what this machine finishes well within "
+        "TEXTFLIX_ANALYSIS_TIMEOUT_S, at most max_work_in_flight; a larger explanation gets 422."
+    )
+    seconds_per_pass: float | None = Field(
+        None, description="A model pass's seconds on this machine, timed when the models were loaded."
+    )
+    largest_request_s: float | None = Field(None, description="About how long the largest request takes here.")
+
+
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
     database: Literal["ok", "unavailable"]
@@ -388,6 +404,7 @@ class Health(BaseModel):
     models_problem: str | None = None
     device: str | None = None
     work_in_flight: int | None = Field(None, description="Model passes of the analyses under way in this process.")
+    limits: WorkLimits | None = None
     batch_window_ms: float
     batching: bool
     host: str = Field(description="The machine (or container) that answered.")

@@ -50,6 +50,7 @@ def health(
         "models_problem": analyzer.problem or (None if all(models.values()) else pending_line(request.app.state.build.state)),
         "device": info.get("device"),
         "work_in_flight": info.get("work_in_flight"),
+        "limits": info.get("limits"),
         "batch_window_ms": settings.batch_window_ms,
         "batching": settings.batch_window_ms > 0,
         "host": socket.gethostname(),
