@@ -100,14 +100,20 @@ def most_sentences(settings: Settings, readers, texts: int, seed: int, largest: 
         made_texts = [long_text(seed + i, sentences, chars) for i in range(texts)]
         return made_texts, charge(settings, readers, made_texts, True)[1]
 
-    low, high = 1, max(1, settings.max_explain_sentences // texts)  # low fits (or nothing does)
+    most = max(1, settings.max_explain_sentences // texts)
+    return made(most_that_fit(lambda sentences: made(sentences)[1], most, largest))[0]
+
+
+def most_that_fit(charged, high: int, largest: int) -> int:
+    """The most of 1 … ``high`` whose charge, ``charged(n)`` (growing with n), is within ``largest`` (1 if none is)."""
+    low = 1
     while low < high:
         middle = (low + high + 1) // 2
-        if made(middle)[1] <= largest:
+        if charged(middle) <= largest:
             low = middle
         else:
             high = middle - 1
-    return made(low)[0]
+    return low
 
 
 def at_the_limit(settings: Settings, readers, seed: int, largest: int) -> str:
@@ -123,14 +129,7 @@ def at_the_limit(settings: Settings, readers, seed: int, largest: int) -> str:
             made_text = long_text(seed, sentences, chars)
             return charge(settings, readers, [made_text], True)[1], made_text
 
-        low, high = 1, settings.max_text_chars  # the most characters that fit
-        while low < high:
-            middle = (low + high + 1) // 2
-            if made(middle)[0] <= largest:
-                low = middle
-            else:
-                high = middle - 1
-        best = max(best, made(low))
+        best = max(best, made(most_that_fit(lambda chars: made(chars)[0], settings.max_text_chars, largest)))
     return best[1]
 
 
