@@ -27,12 +27,8 @@ from model.data import read_unlabeled, sample_unlabeled
 from tests.conftest import (
     MARKUP_DOC,
     ROOT,
-    SHARED_ARCHIVE,
-    SHARED_MOVIES,
-    SHARED_SST2,
     empty_postgresql,
     free_port,
-    needs_shared_data,
 )
 
 SMALL = [
@@ -82,13 +78,14 @@ def test_every_bert_of_the_learning_curve_trains_as_many_steps_as_the_builds_own
 
 
 @pytest.mark.slow
-def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews, eraser_with_markup):
-    needs_shared_data()
+def test_build_end_to_end_on_the_real_archive(
+    tmp_path, capsys, real_reviews, eraser_with_markup, shared_archive, shared_movies, shared_sst2
+):
     sst2 = tmp_path / "sst2_dev.tsv"  # a handful of SST-2's one-line reviews, as an evaluation set
-    sst2.write_text("".join(SHARED_SST2.read_text(encoding="utf-8").splitlines(keepends=True)[:9]), encoding="utf-8")
-    extra = ("--movies", str(SHARED_MOVIES), "--sst2", str(sst2), "--set", "curve_eval_size=20",
+    sst2.write_text("".join(shared_sst2.read_text(encoding="utf-8").splitlines(keepends=True)[:9]), encoding="utf-8")
+    extra = ("--movies", str(shared_movies), "--sst2", str(sst2), "--set", "curve_eval_size=20",
              "--rationales", str(eraser_with_markup))  # fmt: skip
-    assert main(build_args(tmp_path, SHARED_ARCHIVE, *extra)) == 0
+    assert main(build_args(tmp_path, shared_archive, *extra)) == 0
     summary = capsys.readouterr().out
     assert "bert" in summary and "nbsvm" in summary and "accuracy" in summary
     assert "learning curve, evaluation accuracy, mean ± std over 2 seeds" in summary
@@ -126,7 +123,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews, er
     assert (meta["temperature"], meta["offset"]) == (calibration["temperature"], calibration["offset"])
     # the served BERT reads the 40 unlabeled reviews as positive with mean probability one half
     served = BertClassifier.load(tmp_path / "data" / "models" / "bert", torch.device("cpu"))
-    unlabeled = sample_unlabeled(read_unlabeled(SHARED_ARCHIVE, real_reviews), 40, 42)
+    unlabeled = sample_unlabeled(read_unlabeled(shared_archive, real_reviews), 40, 42)
     assert served.predict_proba([r.text for r in unlabeled])[:, 1].mean() == pytest.approx(0.5, abs=1e-3)
     curve = record["metrics"]["learning_curve"]
     assert curve["sizes"] == [12, 24, 48] and curve["seeds"] == 2 and curve["n"] == 20
@@ -158,7 +155,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews, er
     assert count(db, "SELECT COUNT(*) FROM sqlite_stat1 WHERE tbl = 'reviews'") > 0  # the planner's statistics
 
     before = snapshot(db)
-    assert main(build_args(tmp_path, SHARED_ARCHIVE, *extra)) == 0
+    assert main(build_args(tmp_path, shared_archive, *extra)) == 0
     assert snapshot(db) == before  # a second complete run changes nothing
 
     # the export of a real build: every catalogue review, with both models' figures and the words
