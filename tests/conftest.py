@@ -24,10 +24,13 @@ from model.config import PLAIN
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# The real data the tests read (docs/testing.md): ../shared/data beside the repository, as on CI and
+# the development machines, or where TEXTFLIX_SHARED_DATA says (as for scripts/ci_container.sh).
+SHARED_DATA = Path(os.environ.get("TEXTFLIX_SHARED_DATA") or ROOT.parent / "shared" / "data")
 SHARED_ARCHIVE = SHARED_DATA / "aclImdb_v1.tar.gz"
 SHARED_MOVIES = SHARED_DATA / "movies.tsv"
 SHARED_SST2 = SHARED_DATA / "sst2_dev.tsv"
+SHARED_ERASER = SHARED_DATA / "eraser_movies.tar.gz"
 MEMBER = re.compile(r"^aclImdb/(train|test)/(pos|neg)/(\d+)_\d+\.txt$")
 UNSUP_MEMBER = re.compile(r"^aclImdb/train/unsup/(\d+)_0\.txt$")
 SUBSET_UNSUP = 200  # unlabeled reviews in real_subset_archive
@@ -60,27 +63,66 @@ def write_archive(path: Path, files: dict[str, str]) -> Path:
     return path
 
 
-def needs_shared_data():
-    if not SHARED_ARCHIVE.is_file():
-        pytest.skip(f"{SHARED_ARCHIVE} is not there (CI and development keep ../shared beside the repo)")
+# -- the shared data: a test that reads it fails without it, never skips ----------------------
+
+
+def shared_file(path: Path) -> Path:
+    """``path``, a file of the shared data; the test fails, naming it, when it is missing. A test
+    reads the shared data only through the ``shared_*`` fixtures, which mark it ``shared_data``."""
+    if not path.is_file():
+        pytest.fail(
+            f"{path} is missing: this test reads the real data in {SHARED_DATA} (CI and the development machines keep "
+            "../shared/data beside the repository; docs/testing.md names each file and where it comes from). "
+            "Put the file there, or set TEXTFLIX_SHARED_DATA to the folder that holds it, or leave out the tests "
+            'that read it: python -m pytest -m "not shared_data".',
+            pytrace=False,
+        )
+    return path
+
+
+def needs_shared_data() -> None:
+    """Fail the test (never skip it) when the real IMDB archive is missing."""
+    shared_file(SHARED_ARCHIVE)
 
 
 @pytest.fixture(scope="session")
-def real_reviews():
+def shared_archive() -> Path:
+    """The real IMDB archive (aclImdb_v1.tar.gz)."""
+    return shared_file(SHARED_ARCHIVE)
+
+
+@pytest.fixture(scope="session")
+def shared_movies() -> Path:
+    """The titles' metadata (movies.tsv)."""
+    return shared_file(SHARED_MOVIES)
+
+
+@pytest.fixture(scope="session")
+def shared_sst2() -> Path:
+    """SST-2's development set (sst2_dev.tsv)."""
+    return shared_file(SHARED_SST2)
+
+
+@pytest.fixture(scope="session")
+def shared_eraser() -> Path:
+    """ERASER's annotated movie reviews (eraser_movies.tar.gz)."""
+    return shared_file(SHARED_ERASER)
+
+
+@pytest.fixture(scope="session")
+def real_reviews(shared_archive):
     """Every labelled review of the real archive."""
-    needs_shared_data()
     from model.data import read_archive
 
-    return read_archive(SHARED_ARCHIVE)
+    return read_archive(shared_archive)
 
 
 @pytest.fixture(scope="session")
-def real_subset_archive(tmp_path_factory) -> Path:
+def real_subset_archive(tmp_path_factory, shared_archive) -> Path:
     """An archive in the official layout holding the first 40 real reviews of each labelled folder
     and the first SUBSET_UNSUP unlabeled ones."""
-    needs_shared_data()
     files = {}
-    with tarfile.open(SHARED_ARCHIVE, "r|gz") as archive:
+    with tarfile.open(shared_archive, "r|gz") as archive:
         for member in archive:
             m = MEMBER.match(member.name)
             u = UNSUP_MEMBER.match(member.name)
@@ -102,12 +144,19 @@ def _short_train_reviews(real_reviews, per_class: int) -> list:
     return [r for pair in zip(chosen["positive"], chosen["negative"]) for r in pair]
 
 
+SHARED_FIXTURES = {"shared_archive", "shared_movies", "shared_sst2", "shared_eraser"}
+
+
 def pytest_collection_modifyitems(items):
     """Every test that uses ``api_data_dir`` is slow: the fixture trains both models (about a minute
-    on 2 shared cores), which alone would take a third of the quick run (``pytest -m "not slow"``)."""
+    on 2 shared cores), which alone would take a third of the quick run (``pytest -m "not slow"``).
+    Every test that reads the shared data (through a ``shared_*`` fixture) is marked ``shared_data``."""
     for item in items:
-        if "api_data_dir" in getattr(item, "fixturenames", ()):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "api_data_dir" in fixtures:
             item.add_marker(pytest.mark.slow)
+        if fixtures & SHARED_FIXTURES:
+            item.add_marker(pytest.mark.shared_data)
 
 
 @pytest.fixture(scope="session")
@@ -243,7 +292,6 @@ def serve_process(
 
 # -- ERASER's annotated movie reviews (--rationales) ------------------------------------------
 
-SHARED_ERASER = SHARED_DATA / "eraser_movies.tar.gz"
 # A handful of real annotated reviews: validation ones (sentence numbers given) and test ones
 # (sentence numbers -1 in ERASER's file), one of each label.
 TINY_DOCS = {"val": ["negR_800", "posR_800"], "test": ["negR_900", "posR_900"]}
@@ -257,12 +305,10 @@ def eraser_files(path: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def tiny_eraser(tmp_path_factory) -> Path:
+def tiny_eraser(tmp_path_factory, shared_eraser) -> Path:
     """An ERASER movies tarball of the TINY_DOCS, cut from the real one."""
-    if not SHARED_ERASER.is_file():
-        pytest.skip(f"{SHARED_ERASER} is not there (CI and development keep ../shared beside the repo)")
     files = {}
-    for name, text in eraser_files(SHARED_ERASER).items():
+    for name, text in eraser_files(shared_eraser).items():
         split = name.removeprefix("movies/").removesuffix(".jsonl")
         if name.removeprefix("movies/docs/").removesuffix(".txt") in TINY_DOCS["val"] + TINY_DOCS["test"]:
             files[name] = text

@@ -17,7 +17,7 @@ from app.settings import Settings
 from model.config import IMDB_SHA256, IMDB_URL, Sources, SplitConfig
 from model.data import DataError, download, locate_archive, make_splits, read_archive, read_movies, read_sst2
 from model.lengths import band_accuracies, band_sizes, length_set
-from tests.conftest import SHARED_MOVIES, write_archive
+from tests.conftest import write_archive
 
 URL = "http://www.imdb.com/title/{}/usercomments"
 ARCHIVE = "aclImdb_v1.tar.gz"
@@ -143,10 +143,8 @@ def test_given_metadata_the_catalogue_takes_titles_with_a_name_and_then_a_plot_f
     assert make_splits(reviews, config, with_plot).title_ids == ["tt0000002"]
 
 
-def test_the_default_catalogue_of_the_real_archive_has_every_title_named_and_with_a_plot(real_reviews):
-    if not SHARED_MOVIES.is_file():
-        pytest.skip(f"{SHARED_MOVIES} is not there")
-    movies = read_movies(SHARED_MOVIES, {r.title_id for r in real_reviews})
+def test_the_default_catalogue_of_the_real_archive_has_every_title_named_and_with_a_plot(real_reviews, shared_movies):
+    movies = read_movies(shared_movies, {r.title_id for r in real_reviews})
     splits = make_splits(real_reviews, SplitConfig(), movies)
     assert len(splits.title_ids) == 50
     assert all(movies[t]["title"] and movies[t]["plot"] for t in splits.title_ids)
@@ -193,7 +191,7 @@ def test_titles_is_a_number_or_all_from_the_flag_and_the_environment(monkeypatch
 def test_splits_are_seeded(tiny_archive):
     reviews = read_archive(tiny_archive)
     keys = [[r.key for r in make_splits(reviews, SplitConfig(train_size=2, seed=s)).train] for s in (3, 3, 4)]
-    assert keys[0] == keys[1]
+    assert keys[0] == keys[1] != keys[2]  # the same seed, the same split; seed 4 another
 
 
 @pytest.mark.parametrize(
@@ -292,14 +290,16 @@ def test_the_official_url_is_checked_against_the_official_digest(monkeypatch):
     assert Settings().imdb_sha256 == digest
 
 
-def test_movies_tsv(tmp_path):
-    if SHARED_MOVIES.is_file():
-        movies = read_movies(SHARED_MOVIES, {"tt0069089", "tt0038351", "tt9999999"})
-        assert movies["tt0069089"]["title"] == "Pink Flamingos"
-        assert movies["tt0069089"]["year"] == 1972
-        assert movies["tt0038351"]["title"] is None  # "#DUPE#" in the TSV
-        assert movies["tt0038351"]["genres"] is None  # "N/A"
-        assert "tt9999999" not in movies
+def test_movies_tsv(shared_movies):
+    movies = read_movies(shared_movies, {"tt0069089", "tt0038351", "tt9999999"})
+    assert movies["tt0069089"]["title"] == "Pink Flamingos"
+    assert movies["tt0069089"]["year"] == 1972
+    assert movies["tt0038351"]["title"] is None  # "#DUPE#" in the TSV
+    assert movies["tt0038351"]["genres"] is None  # "N/A"
+    assert "tt9999999" not in movies
+
+
+def test_a_movies_tsv_without_its_columns_is_named(tmp_path):
     bad = tmp_path / "movies.tsv"
     bad.write_text("id\tname\ntt1\tx\n")
     with pytest.raises(DataError, match=r"movies.tsv: bad header, missing column\(s\) tconst, title"):

@@ -31,7 +31,7 @@ from fastapi.testclient import TestClient
 from app.settings import Settings
 from app.web.analysis import ModelAnalyzer
 from app.web.batching import BACKGROUND, URGENT, MicroBatcher
-from app.web.costs import FULL_TEXT_CHARS, READER_COST, TEXT_OVERHEAD_CHARS, analysis_cost, request_cost, what_if_cost
+from app.web.costs import FULL_TEXT_CHARS, READER_COST, TEXT_OVERHEAD_CHARS, analysis_cost, what_if_cost
 from app.web.errors import ServerStopping
 from app.web.main import create_app
 from model.config import LimeConfig
@@ -113,60 +113,92 @@ def test_an_explanation_is_charged_the_texts_and_characters_it_sends_to_the_mode
         texts, chars = sum(c[0] for c in calls), sum(c[1] for c in calls)
         work = math.ceil((chars + TEXT_OVERHEAD_CHARS * texts) / FULL_TEXT_CHARS)  # whole passes, as charged
         assert explaining / 1.5 <= work <= charge * 1.5, (texts, chars, work, charge)
-        assert max(c[2] for c in calls) == charge  # and the analysis reserved what it was charged
+        # What the analysis reserved, against the passes its calls were counted to take: within 1.5×,
+        # give or take the whole pass that each of its two parts (explanation, "what if") is rounded up to.
+        reserved, passes = max(c[2] for c in calls), (chars + TEXT_OVERHEAD_CHARS * texts) / FULL_TEXT_CHARS
+        assert passes / 1.5 <= reserved <= passes * 1.5 + 2, (reserved, passes)
     assert analyzer.work.in_flight == 0
+
+
+def passes_of(texts, read_by_teacher=()) -> float:
+    """The model passes that a model's calls with ``texts`` take, counted from what was sent: their characters,
+    and ``TEXT_OVERHEAD_CHARS`` a text, by ``FULL_TEXT_CHARS``; a text the teacher reads (``read_by_teacher``)
+    READER_COST times over, the teacher's time against its student's (docs/studies/one-sentence-reader.md)."""
+    return sum((len(t) + TEXT_OVERHEAD_CHARS) * (READER_COST if t in read_by_teacher else 1) for t in texts) / FULL_TEXT_CHARS
+
+
+# A review of one sentence that fills most of a model pass, so that what the teacher's reading of it
+# costs is not lost in the rounding to whole passes.
+LONG_SENTENCE = "A good film, " + "with a fine cast and a score that stays with you, " * 17 + "and the end is good."
 
 
 @pytest.mark.parametrize("explain", [False, True])
 def test_a_text_the_teacher_reads_is_charged_the_teachers_time(explain):
-    """A BERT that hands its texts of one sentence to the teacher (--one-sentence-reader teacher): such
-    a text is charged READER_COST times what the student's reading of it is, once more when explained."""
+    """A BERT that hands its texts of one sentence to the teacher (--one-sentence-reader teacher): such a
+    text is charged more than when the student reads it by what the teacher's readings of it cost more
+    (READER_COST times the student's time), counted from the texts sent to the model: the text itself,
+    for its prediction and, explained, once more (its explanation scores it). A text of two is not."""
     settings = Settings(database_url="sqlite://", batch_window_ms=2, max_work_in_flight=10**6)
-    lime = settings.group(LimeConfig)
-    one, two = "A good film.", "A good film. The end is bad."
-    reserved = []
 
-    def counting(texts):
-        reserved.append(analyzer.work.in_flight)
-        return cue_model(0.0)(texts)
+    def charged(text, read_by):
+        sent, reserved = {name: [] for name in MODELS}, []
 
-    analyzer = ModelAnalyzer({name: counting for name in MODELS}, settings, read_by={"bert": teacher_for_one_sentence()})
+        def counting(name):
+            def predict(texts):
+                sent[name].extend(texts)
+                reserved.append(analyzer.work.in_flight)
+                return cue_model(0.0)(texts)
 
-    async def charged(text):
-        reserved.clear()
-        try:
-            await analyzer.analyze([text], explain=explain)
-        finally:
-            await analyzer.stop()
-        return max(reserved)
+            return predict
 
-    for text, extra in ((one, (READER_COST - 1) * (2 if explain else 1)), (two, 0)):
-        spans = [sentence_spans(text)] if explain else None
-        what_if = what_if_cost([text], lime) if explain else 0
-        assert asyncio.run(charged(text)) == analysis_cost([text], explain, lime, spans) + extra * analysis_cost([text], False, lime) + what_if
-    assert analyzer.work.in_flight == 0
+        analyzer = ModelAnalyzer({name: counting(name) for name in MODELS}, settings, read_by=read_by)
+
+        async def main():
+            try:
+                await analyzer.analyze([text], explain=explain)
+            finally:
+                await analyzer.stop()
+
+        asyncio.run(main())
+        assert analyzer.work.in_flight == 0
+        return max(reserved), sent["bert"]
+
+    two = "A good film. " + LONG_SENTENCE
+    for text, alone in ((LONG_SENTENCE, True), (two, False)):
+        by_student, texts = charged(text, None)
+        by_teacher, _ = charged(text, {"bert": teacher_for_one_sentence()})
+        assert texts.count(text) == (2 if explain else 1)
+        more = passes_of(texts, {text} if alone else ()) - passes_of(texts)  # what the teacher's readings cost more
+        assert (more > 2) == alone and more / 1.5 <= by_teacher - by_student <= more * 1.5, (by_student, by_teacher, more)
+    assert len(sentence_spans(LONG_SENTENCE)) == 1 and len(sentence_spans(two)) == 2
 
 
 @pytest.mark.parametrize("explain", [False, True])
-def test_a_request_is_charged_its_request_cost_and_each_text_split_once(explain, monkeypatch):
-    """What the server reserves is ``request_cost`` of the request, texts the teacher reads among them;
-    each text is split once, and its sentences give its reader (``read_by``), its charge and its explanation."""
+def test_a_request_is_charged_what_its_texts_take_and_each_text_split_once(explain, monkeypatch):
+    """What the server reserves for a request is what its texts were counted to take of the models, texts
+    the teacher reads among them (within 1.5×, give or take the whole passes that each of the text, the
+    teacher's and the "what if" parts is rounded up to); each text is split once, and its sentences give its
+    reader (``read_by``), its charge and its explanation."""
     from app.web import analysis
 
     settings = Settings(database_url="sqlite://", batch_window_ms=2, max_work_in_flight=10**6, lime_samples=16)
-    texts = ["A good film.", review(6), review(30)]
-    reserved, split = [], []
+    texts = [LONG_SENTENCE, review(6), review(30)]
+    reserved, split, sent = [], [], {name: [] for name in MODELS}
 
-    def counting(texts):
-        reserved.append(analyzer.work.in_flight)
-        return cue_model(0.0)(texts)
+    def counting(name):
+        def predict(texts):
+            sent[name].extend(texts)
+            reserved.append(analyzer.work.in_flight)
+            return cue_model(0.0)(texts)
+
+        return predict
 
     def splitting(text):
         split.append(text)
         return sentence_spans(text)
 
     monkeypatch.setattr(analysis, "sentence_spans", splitting)
-    analyzer = ModelAnalyzer({name: counting for name in MODELS}, settings, read_by={"bert": teacher_for_one_sentence()})
+    analyzer = ModelAnalyzer({name: counting(name) for name in MODELS}, settings, read_by={"bert": teacher_for_one_sentence()})
 
     async def main():
         try:
@@ -177,9 +209,8 @@ def test_a_request_is_charged_its_request_cost_and_each_text_split_once(explain,
     results = asyncio.run(main())
     assert split == texts
     assert [result["predictions"]["bert"]["read_by"] for result in results] == ["teacher", "student", "student"]
-    spans = [sentence_spans(text) for text in texts]
-    readers = [{"bert": analyzer.read_by["bert"](text_spans)} for text_spans in spans]
-    assert max(reserved) == request_cost(texts, spans, readers, explain, settings.group(LimeConfig))
+    passes = passes_of(sent["bert"], {LONG_SENTENCE})  # the costliest model's: BERT, its teacher reading the first
+    assert passes > passes_of(sent["nbsvm"]) and passes / 1.5 <= max(reserved) <= passes * 1.5 + 3, (max(reserved), passes)
     assert analyzer.work.in_flight == 0
 
 

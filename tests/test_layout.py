@@ -2,10 +2,12 @@
 README.md that names every module, and scripts that import the package as installed."""
 
 import ast
+import os
 import re
 import subprocess
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -218,11 +220,23 @@ def test_no_study_imports_another_script():
     assert [f"{study.name}: {module}" for study, module in imports if module.split(".")[0] in scripts] == []
 
 
+@pytest.fixture(scope="module")
+def help_answers() -> dict[Path, subprocess.CompletedProcess]:
+    """Each script's ``--help``, run from the repository root, as many at once as there are cores: most
+    of a script's seconds are its imports (torch, transformers), one core each."""
+
+    def answer(script: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(script.relative_to(ROOT)), "--help"], cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return dict(zip(SCRIPTS, pool.map(answer, SCRIPTS)))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda script: script.relative_to(ROOT / "scripts").as_posix())
-def test_each_script_answers_help_from_the_repository_root(script):
-    result = subprocess.run(
-        [sys.executable, str(script.relative_to(ROOT)), "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+def test_each_script_answers_help_from_the_repository_root(script, help_answers):
+    result = help_answers[script]
     assert result.returncode == 0, result.stderr
     assert "usage:" in result.stdout

@@ -27,12 +27,8 @@ from model.data import read_unlabeled, sample_unlabeled
 from tests.conftest import (
     MARKUP_DOC,
     ROOT,
-    SHARED_ARCHIVE,
-    SHARED_MOVIES,
-    SHARED_SST2,
     empty_postgresql,
     free_port,
-    needs_shared_data,
 )
 
 SMALL = [
@@ -82,13 +78,14 @@ def test_every_bert_of_the_learning_curve_trains_as_many_steps_as_the_builds_own
 
 
 @pytest.mark.slow
-def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews, eraser_with_markup):
-    needs_shared_data()
+def test_build_end_to_end_on_the_real_archive(
+    tmp_path, capsys, real_reviews, eraser_with_markup, shared_archive, shared_movies, shared_sst2
+):
     sst2 = tmp_path / "sst2_dev.tsv"  # a handful of SST-2's one-line reviews, as an evaluation set
-    sst2.write_text("".join(SHARED_SST2.read_text(encoding="utf-8").splitlines(keepends=True)[:9]), encoding="utf-8")
-    extra = ("--movies", str(SHARED_MOVIES), "--sst2", str(sst2), "--set", "curve_eval_size=20",
+    sst2.write_text("".join(shared_sst2.read_text(encoding="utf-8").splitlines(keepends=True)[:9]), encoding="utf-8")
+    extra = ("--movies", str(shared_movies), "--sst2", str(sst2), "--set", "curve_eval_size=20",
              "--rationales", str(eraser_with_markup))  # fmt: skip
-    assert main(build_args(tmp_path, SHARED_ARCHIVE, *extra)) == 0
+    assert main(build_args(tmp_path, shared_archive, *extra)) == 0
     summary = capsys.readouterr().out
     assert "bert" in summary and "nbsvm" in summary and "accuracy" in summary
     assert "learning curve, evaluation accuracy, mean ± std over 2 seeds" in summary
@@ -126,7 +123,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews, er
     assert (meta["temperature"], meta["offset"]) == (calibration["temperature"], calibration["offset"])
     # the served BERT reads the 40 unlabeled reviews as positive with mean probability one half
     served = BertClassifier.load(tmp_path / "data" / "models" / "bert", torch.device("cpu"))
-    unlabeled = sample_unlabeled(read_unlabeled(SHARED_ARCHIVE, real_reviews), 40, 42)
+    unlabeled = sample_unlabeled(read_unlabeled(shared_archive, real_reviews), 40, 42)
     assert served.predict_proba([r.text for r in unlabeled])[:, 1].mean() == pytest.approx(0.5, abs=1e-3)
     curve = record["metrics"]["learning_curve"]
     assert curve["sizes"] == [12, 24, 48] and curve["seeds"] == 2 and curve["n"] == 20
@@ -158,7 +155,7 @@ def test_build_end_to_end_on_the_real_archive(tmp_path, capsys, real_reviews, er
     assert count(db, "SELECT COUNT(*) FROM sqlite_stat1 WHERE tbl = 'reviews'") > 0  # the planner's statistics
 
     before = snapshot(db)
-    assert main(build_args(tmp_path, SHARED_ARCHIVE, *extra)) == 0
+    assert main(build_args(tmp_path, shared_archive, *extra)) == 0
     assert snapshot(db) == before  # a second complete run changes nothing
 
     # the export of a real build: every catalogue review, with both models' figures and the words
@@ -204,7 +201,10 @@ def rationales_were_scored(record: dict, data_dir) -> None:
 @pytest.mark.slow
 def test_killed_build_resumes_without_redoing_work(tmp_path, real_subset_archive):
     db = tmp_path / "data" / "textflix.db"
-    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive)]
+    # no calibration folds nor learning curve: what is resumed here is the explanations (the end-to-end test
+    # checks the folds and the curve, `up`'s the curve)
+    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive), "--set", "calibration_folds=0",
+               "--set", "learning_curve="]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -299,16 +299,16 @@ def test_up_serves_the_catalogue_at_once_while_a_background_build_does_the_rest(
     db = tmp_path / "data" / "textflix.db"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    # a curve of 12 models (BERT and NB-SVM at 12 and 24 reviews, 3 seeds): long enough to be seen running.
+    # a curve of 8 models (BERT and NB-SVM at 12 and 24 reviews, 2 seeds): long enough to be seen running.
     # --recipe auto, as a user's `up` runs (distilled from a small MiniLM teacher): the background build
     # gets settings auto made concrete (--length-exponent -0.5 among them), else it refuses the database.
     command = [
         sys.executable, "-m", "app.cli", "up", *build_args(tmp_path, real_subset_archive)[1:],
-        "--set", "learning_curve=12,24", "--set", "curve_seeds=3", "--port", str(port), "--device", "cpu",
+        "--set", "learning_curve=12,24", "--set", "curve_seeds=2", "--port", str(port), "--device", "cpu",
         "--set", "recipe=auto", "--set", f"teacher_model={MINILM}", "--set", "teacher_frozen_layers=0",
-        "--set", "unlabeled=20", "--set", "teacher_cuts=1",
+        "--set", "unlabeled=20", "--set", "teacher_cuts=1", "--set", "calibration_folds=0",  # the end-to-end test checks the folds
     ]  # fmt: skip
-    progress = re.compile(r'role="status">The learning curve is being computed: (\d+) of 12 models\.')
+    progress = re.compile(r'role="status">The learning curve is being computed: (\d+) of 8 models\.')
     first_log = tmp_path / "first.log"
     first = start_up(command, first_log)
     try:
@@ -318,7 +318,7 @@ def test_up_serves_the_catalogue_at_once_while_a_background_build_does_the_rest(
         steps = wait_for(lambda: "explain_bert" in (steps := run_steps(db)["steps"]) and steps, first, first_log)
         assert {"predict_nbsvm", "explain_nbsvm", "teacher", "pseudo_label", "bert", "calibrate"} <= steps
         line = wait_for(lambda: progress.search(page_text(f"{url}/about")), first, first_log)
-        assert int(line.group(1)) < 12
+        assert int(line.group(1)) < 8
         assert get(f"{url}/").status_code == 200
         background = int(re.search(r"background process \(pid (\d+)\)", first_log.read_text()).group(1))
         assert not gone(background)
@@ -435,8 +435,10 @@ def test_nbsvm_is_done_before_bert_trains_and_a_build_killed_in_berts_training_r
     tmp_path, real_subset_archive
 ):
     db = tmp_path / "data" / "textflix.db"
-    # no calibration folds: every step ahead of BERT's explanations can be estimated
-    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive), "--set", "calibration_folds=0"]
+    # no calibration folds: every step ahead of BERT's explanations can be estimated; no learning curve:
+    # what is resumed here is BERT's training (the end-to-end test and `up`'s check the curve)
+    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive), "--set", "calibration_folds=0",
+               "--set", "learning_curve="]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     progress = None

@@ -26,12 +26,16 @@ from model.names import MODEL_META_FILE
 from model.sentences import split_sentences
 from tests.conftest import ROOT, SUBSET_UNSUP, write_archive
 
-UNLABELED = 120
+# 48 unlabeled reviews and their runs: 9 chunks of the teacher's labelling (PSEUDO_LABEL_CHUNK), a kill in
+# between; windows of 128 tokens: the teacher and the student read at most half of what they would at 256;
+# 2 calibration folds (the default, 5, trains the student 5 times over: most of the test's time).
+UNLABELED = 48
 ARGS = [
     "--set", "recipe=distill", "--set", f"teacher_model={MINILM}", "--set", "teacher_epochs=1",
     "--set", "student_epochs=1", "--set", f"unlabeled={UNLABELED}", "--set", "train_size=24", "--titles", "1",
-    "--set", "eval_size=20", "--set", "epochs=1", "--set", "prior_reviews=20", "--set", "lime_samples=8",
-    "--set", "word_lime_samples=10", "--set", "faithfulness_draws=2", "--set", "learning_curve=",
+    "--set", "eval_size=20", "--set", "epochs=1", "--set", "max_length=128", "--set", "calibration_folds=2",
+    "--set", "prior_reviews=20", "--set", "lime_samples=8", "--set", "word_lime_samples=10",
+    "--set", "faithfulness_draws=2", "--set", "learning_curve=",
 ]  # fmt: skip
 
 
