@@ -27,41 +27,12 @@ from pathlib import Path
 
 import httpx
 import psutil
-
 from bench_api import ROOT, ms, textflix_server  # scripts/, beside this script
 from bench_pages import build_database
+from heartbeat import Heartbeat, connect
 
 MIB = 1 << 20
 AFTERMATH_S = 1.0  # the heartbeat goes on this long after a huge probe is answered
-
-
-class Heartbeat:
-    """GET /api/health every 0.1 s in a thread; ``worst`` is the slowest of the ``beats`` answers since the last ``reset``."""
-
-    def __init__(self, url: str):
-        self.url = url
-        self.worst, self.beats = 0.0, 0
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self.beat, daemon=True)
-
-    def beat(self) -> None:
-        with httpx.Client(timeout=120) as client:
-            while not self.stopped.is_set():
-                start = time.perf_counter()
-                client.get(f"{self.url}/api/health")
-                self.worst, self.beats = max(self.worst, time.perf_counter() - start), self.beats + 1
-                self.stopped.wait(0.1)
-
-    def reset(self) -> None:
-        self.worst, self.beats = 0.0, 0
-
-
-def connect(port: int, receive_buffer: int | None = None) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if receive_buffer:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-    sock.connect(("127.0.0.1", port))
-    return sock
 
 
 def answer_status(sock: socket.socket, timeout: float) -> str:
@@ -192,9 +163,7 @@ def main(argv: list[str] | None = None) -> None:
         if url is None:
             url = f"sqlite:///{scratch / 'bench.db'}"
             build_database(url)
-        with served(url, scratch, args.checkout) as server:
-            heartbeat = Heartbeat(server.url)
-            heartbeat.thread.start()
+        with served(url, scratch, args.checkout) as server, Heartbeat(server.url) as heartbeat:
             for size, clients in ((64 * MIB, 1), (128 * MIB, 1), (64 * MIB, 4)):
                 probe_huge(server, heartbeat, size, clients, args.cap)
             slow_head = connect(server.port)
@@ -211,7 +180,6 @@ def main(argv: list[str] | None = None) -> None:
             idle.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n")
             probe_open("a connection idle after an answer", heartbeat, args.cap, idle)
             probe_export(server, heartbeat, args.cap)
-            heartbeat.stopped.set()
 
 
 if __name__ == "__main__":

@@ -81,43 +81,65 @@ def test_a_request_over_the_explanation_budget_is_refused_naming_it(web_database
     assert models["bert"].calls == []
 
 
-@pytest.mark.parametrize("sentences", [1, 4, 12, 150, 700])
-def test_an_explanation_is_charged_the_texts_and_characters_it_sends_to_the_models(sentences):
-    text = review(sentences)
-    settings = Settings(database_url="sqlite://", batch_window_ms=2, max_work_in_flight=10**6)  # LIME's default samples
-    sent = {name: [] for name in MODELS}  # per model call: texts, characters, passes reserved meanwhile
+def counting_analyzer(settings: Settings, read_by=None) -> tuple[ModelAnalyzer, dict[str, list]]:
+    """An analyzer over cue models, and what it sent each model, call by call: the texts, and the passes the
+    analyzer had reserved meanwhile: the model calls counted apart from what the analyzer charges."""
+    calls = {name: [] for name in MODELS}
 
     def counting(name):
         model = cue_model(0.0)
 
         def predict(texts):
-            sent[name].append((len(texts), sum(map(len, texts)), analyzer.work.in_flight))
+            calls[name].append((list(texts), analyzer.work.in_flight))
             return model(texts)
 
         return predict
 
-    analyzer = ModelAnalyzer({name: counting(name) for name in MODELS}, settings)
+    analyzer = ModelAnalyzer({name: counting(name) for name in MODELS}, settings, read_by=read_by)
+    return analyzer, calls
+
+
+def analyze_once(analyzer: ModelAnalyzer, texts: list[str], explain: bool) -> list:
+    """The analyzer's results for ``texts``, the analyzer stopped after, and nothing left reserved."""
 
     async def main():
         try:
-            return await analyzer.analyze([text], explain=True)
+            return await analyzer.analyze(texts, explain=explain)
         finally:
             await analyzer.stop()
 
-    [result] = asyncio.run(main())
+    results = asyncio.run(main())
+    assert analyzer.work.in_flight == 0
+    return results
+
+
+def texts_sent(calls: list) -> list[str]:
+    return [text for texts, _ in calls for text in texts]
+
+
+def most_reserved(calls: dict[str, list]) -> int:
+    return max(reserved for model_calls in calls.values() for _, reserved in model_calls)
+
+
+@pytest.mark.parametrize("sentences", [1, 4, 12, 150, 700])
+def test_an_explanation_is_charged_the_texts_and_characters_it_sends_to_the_models(sentences):
+    text = review(sentences)
+    settings = Settings(database_url="sqlite://", batch_window_ms=2, max_work_in_flight=10**6)  # LIME's default samples
+    analyzer, calls = counting_analyzer(settings)
+    [result] = analyze_once(analyzer, [text], explain=True)
     lime = settings.group(LimeConfig)
     explaining = analysis_cost([text], True, lime, [sentence_spans(text)])
     charge = explaining + what_if_cost([text], lime)  # and at most what its "what if" may re-score
     assert len(result["sentences"]) == sentences
-    for calls in sent.values():
-        texts, chars = sum(c[0] for c in calls), sum(c[1] for c in calls)
+    for model_calls in calls.values():
+        sent = texts_sent(model_calls)
+        texts, chars = len(sent), sum(map(len, sent))
         work = math.ceil((chars + TEXT_OVERHEAD_CHARS * texts) / FULL_TEXT_CHARS)  # whole passes, as charged
         assert explaining / 1.5 <= work <= charge * 1.5, (texts, chars, work, charge)
         # What the analysis reserved, against the passes its calls were counted to take: within 1.5×,
         # give or take the whole pass that each of its two parts (explanation, "what if") is rounded up to.
-        reserved, passes = max(c[2] for c in calls), (chars + TEXT_OVERHEAD_CHARS * texts) / FULL_TEXT_CHARS
+        reserved, passes = max(r for _, r in model_calls), (chars + TEXT_OVERHEAD_CHARS * texts) / FULL_TEXT_CHARS
         assert passes / 1.5 <= reserved <= passes * 1.5 + 2, (reserved, passes)
-    assert analyzer.work.in_flight == 0
 
 
 def passes_of(texts, read_by_teacher=()) -> float:
@@ -141,27 +163,9 @@ def test_a_text_the_teacher_reads_is_charged_the_teachers_time(explain):
     settings = Settings(database_url="sqlite://", batch_window_ms=2, max_work_in_flight=10**6)
 
     def charged(text, read_by):
-        sent, reserved = {name: [] for name in MODELS}, []
-
-        def counting(name):
-            def predict(texts):
-                sent[name].extend(texts)
-                reserved.append(analyzer.work.in_flight)
-                return cue_model(0.0)(texts)
-
-            return predict
-
-        analyzer = ModelAnalyzer({name: counting(name) for name in MODELS}, settings, read_by=read_by)
-
-        async def main():
-            try:
-                await analyzer.analyze([text], explain=explain)
-            finally:
-                await analyzer.stop()
-
-        asyncio.run(main())
-        assert analyzer.work.in_flight == 0
-        return max(reserved), sent["bert"]
+        analyzer, calls = counting_analyzer(settings, read_by)
+        analyze_once(analyzer, [text], explain)
+        return most_reserved(calls), texts_sent(calls["bert"])
 
     two = "A good film. " + LONG_SENTENCE
     for text, alone in ((LONG_SENTENCE, True), (two, False)):
@@ -183,35 +187,21 @@ def test_a_request_is_charged_what_its_texts_take_and_each_text_split_once(expla
 
     settings = Settings(database_url="sqlite://", batch_window_ms=2, max_work_in_flight=10**6, lime_samples=16)
     texts = [LONG_SENTENCE, review(6), review(30)]
-    reserved, split, sent = [], [], {name: [] for name in MODELS}
-
-    def counting(name):
-        def predict(texts):
-            sent[name].extend(texts)
-            reserved.append(analyzer.work.in_flight)
-            return cue_model(0.0)(texts)
-
-        return predict
+    split = []
 
     def splitting(text):
         split.append(text)
         return sentence_spans(text)
 
     monkeypatch.setattr(analysis, "sentence_spans", splitting)
-    analyzer = ModelAnalyzer({name: counting(name) for name in MODELS}, settings, read_by={"bert": teacher_for_one_sentence()})
-
-    async def main():
-        try:
-            return await analyzer.analyze(texts, explain=explain)
-        finally:
-            await analyzer.stop()
-
-    results = asyncio.run(main())
+    analyzer, calls = counting_analyzer(settings, read_by={"bert": teacher_for_one_sentence()})
+    results = analyze_once(analyzer, texts, explain)
     assert split == texts
     assert [result["predictions"]["bert"]["read_by"] for result in results] == ["teacher", "student", "student"]
+    sent = {name: texts_sent(model_calls) for name, model_calls in calls.items()}
     passes = passes_of(sent["bert"], {LONG_SENTENCE})  # the costliest model's: BERT, its teacher reading the first
-    assert passes > passes_of(sent["nbsvm"]) and passes / 1.5 <= max(reserved) <= passes * 1.5 + 3, (max(reserved), passes)
-    assert analyzer.work.in_flight == 0
+    reserved = most_reserved(calls)
+    assert passes > passes_of(sent["nbsvm"]) and passes / 1.5 <= reserved <= passes * 1.5 + 3, (reserved, passes)
 
 
 def test_the_longest_review_of_the_archive_is_explained_under_the_default_limits(web_database, real_reviews):
