@@ -48,7 +48,9 @@ YES_NO = {
         ("false", "0", "0.0", "no", "n", "neg", "negative", "not recommended", "thumbs down", "down"), NEGATIVE
     ),
 }
-YES_NO_SPELLINGS = "true/false, 1/0, yes/no, y/n, pos/neg, positive/negative, recommended/not recommended, thumbs up/down"
+YES_NO_SPELLINGS = (
+    "true/false, 1/0, yes/no, y/n, pos/neg, positive/negative, recommended/not recommended, thumbs up/down"
+)
 RULE_EXAMPLE = "scale=1-5,positive=4-5,negative=1-2"
 
 # Skip reasons (ReadCounts.skipped).
