@@ -9,10 +9,9 @@ page's time (``scripts/bench_pages.py``). The templates call these functions as 
 ``markupsafe.escape``.
 """
 
-from urllib.parse import quote
-
 from markupsafe import Markup, escape
 
+from app.web.items import Items
 from app.web.render import Pieces, cut, highlight, model_bars, number, percent
 from app.web.view import View
 from model.names import DISPLAY_NAMES, TEACHER, short_label
@@ -29,9 +28,9 @@ def meta_line(movie: dict) -> Markup:
     return Markup(f'<p class="meta">{escape(known)}</p>' if known else "")
 
 
-def title_card(t: dict, view: View) -> Markup:
-    """A title on the dashboard: name, facts, plot, and its reviews' bars as the view asks."""
-    link = escape(f"/movies/{quote(t['title_id'])}{view.link_query}")
+def title_card(t: dict, view: View, items: Items) -> Markup:
+    """An item on the dashboard: name, the facts known, plot, and its reviews' bars as the view asks."""
+    link = escape(f"{items.url(t['title_id'])}{view.link_query}")
     plot = f'\n    <p class="plot">{escape(t["plot"])}</p>' if t.get("plot") else ""
     foot = model_bars(t, view) if view.analyze else f'<p class="count">{number(t["reviews"])} reviews</p>'
     return Markup(
