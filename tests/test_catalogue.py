@@ -349,9 +349,11 @@ def test_disagreements_come_in_pages(web_database, web_facts):
 
 
 def test_a_catalogue_of_games_sorts_searches_and_pages_its_games_by_name_or_id(game_database):
-    with TestClient(create_app(Settings(database_url=game_database, item_noun="game", titles_per_page=PER_PAGE))) as client:
+    settings = Settings(database_url=game_database, item_noun="game", titles_per_page=PER_PAGE)
+    with TestClient(create_app(settings)) as client:
         pages = walk(client, "/index.json?sort=title")
-        named = sorted((game["title"] or game["title_id"] for game in GAMES.values() if game["title_id"] != "620"), key=str.casefold)
+        reviewed = [game for game in GAMES.values() if game["title_id"] != "620"]  # 620 has training reviews only
+        named = sorted((game["title"] or game["title_id"] for game in reviewed), key=str.casefold)
         assert [card["title"] for page in pages for card in page["titles"]] == named  # "730" has no name: its id
         assert [card["title_id"] for card in get_json(client, "/index.json?q=73")["titles"]] == ["730"]
         assert [card["title_id"] for card in get_json(client, "/index.json?q=DOTA")["titles"]] == ["570"]

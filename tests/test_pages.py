@@ -26,7 +26,7 @@ from sqlalchemy import create_engine, text
 from app.cli import parse_command
 from app.db import this_process
 from app.settings import Settings
-from app.web.items import Items
+from app.web.view import Items
 from app.web.main import create_app
 from app.web.render import cut, highlight, word_highlight
 from app.web.templating import templates
@@ -922,7 +922,7 @@ def test_a_game_catalogue_s_pages_speak_of_games(game_client):
     assert 'placeholder="name or id"' in html and 'aria-label="Sort games"' in html
     assert f"sentiment of reviews of games ({GAME_CORPUS})" in seen
     assert "No games match “zzz”. Show every game." in visible(game_client.get("/?q=zzz").text)
-    for path in ("/", "/?analyze=1&accuracy=1&compare=1&sort=title", "/items/570?analyze=1", "/disagreements", "/about"):
+    for path in ("/", "/?analyze=1&compare=1&sort=title", "/items/570?analyze=1", "/disagreements", "/about"):
         words = visible(game_client.get(path).text).lower().replace("eraser's movies.tar.gz", "")  # its own name
         assert not re.search("title|movie|imdb|test-split", words), path
     assert game_client.get("/?page=9", headers={"Accept": "application/json"}).json()["detail"][0]["message"] == (
@@ -934,6 +934,8 @@ def test_a_game_s_page_shows_its_name_and_no_empty_movie_field(game_client):
     for query in ("", "?analyze=1&accuracy=1&compare=1"):
         assert item_heading(game_client.get(f"/items/570{query}").text) == "<h1>Dota2</h1>"
     assert re.sub(r"\s+", "", game_client.get("/?sort=title").text).count('<pclass="meta">') == 0
+    graded = game_client.get("/items/570?analyze=1&accuracy=1").text  # a file's ratings have no stars out of 10
+    assert "(rated 9)" in graded and "stars" not in graded
     for card in get_json(game_client, "/index.json")["titles"]:
         assert (card["year"], card["runtime_min"], card["plot"], card["genres"]) == (None, None, None, [])
 
@@ -945,7 +947,8 @@ def test_a_game_without_a_name_goes_by_its_id_on_every_page_and_in_the_api(game_
     assert '<h2><a href="/items/730">730</a></h2>' in game_client.get("/?q=73").text
     review_id = get_json(game_client, "/items/730.json")["reviews"][0]["id"]
     review = game_client.get(f"/reviews/{review_id}").text
-    assert '<span class="subtitle">of 730</span></h1>' in review and f'href="/items/730#r{review_id}">← All reviews of 730<' in review
+    assert '<span class="subtitle">of 730</span></h1>' in review
+    assert f'href="/items/730#r{review_id}">← All reviews of 730<' in review
     assert get_json(game_client, "/api/items/730")["movie"]["title"] == "730"
     assert "Untitled" not in game_client.get("/disagreements").text + game_client.get("/?sort=title").text
 
@@ -958,13 +961,17 @@ def test_items_and_movies_answer_as_one_page_whatever_the_corpus(game_client, we
             assert pages[0] == pages[1] == client.get(f"/items/{item}.json{query}").json()
             assert all(client.get(f"/{route}/{item}{query}").status_code == 200 for route in ("items", "movies"))
     assert "/items/" not in web_client.get("/").text + web_client.get("/disagreements").text
+    assert "(9/10 stars)" in web_client.get("/movies/tt0100001?analyze=1&accuracy=1").text
 
 
 def test_the_json_twins_keys_are_the_same_for_games_as_for_movies(game_client, web_client):
     def keys(value):
+        """``value``'s shape: the keys of its dicts, down through the first dict of each list."""
         if isinstance(value, dict):
-            return {key: keys(item) for key, item in value.items()} if value else {}
-        return [keys(value[0])] if isinstance(value, list) and value and isinstance(value[0], dict) else type(value).__name__
+            return {key: keys(item) for key, item in value.items()}
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            return [keys(value[0])]
+        return type(value).__name__
 
     for path in ("/index.json?analyze=1&accuracy=1&compare=1", "/about.json"):
         assert set(get_json(game_client, path)) == set(get_json(web_client, path))

@@ -22,11 +22,10 @@ from app.web.build_state import analysed, pending_entry, pending_line
 from app.web.costs import check_explanation_size
 from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
 from app.web.errors import AppError, route_path, shown, wants_json
-from app.web.items import Items
 from app.web.limits import MAX_ID, off_the_loop, plausible_identifier, raw_length_problems, text_problems
 from app.web.queries import about, dashboard, rationales, reviews, rows, summaries
 from app.web.templating import STATIC_DIR, templates
-from app.web.view import View
+from app.web.view import Items, View
 from model.data import clean_text
 from model.names import MODELS
 
@@ -60,7 +59,7 @@ def build_said(request: Request, path: str, view: View) -> dict | None:
 
 
 def items_of(session: Session, settings: Settings) -> Items:
-    """What the pages call the catalogue's items, and where their pages are (``app.web.items``)."""
+    """What the pages call the catalogue's items, and where their pages are (``app.web.view.Items``)."""
     return Items.of(rows.corpus_of(session), settings.item_noun)
 
 
@@ -145,7 +144,7 @@ def dashboard_page(
     return respond(request, "dashboard.html", data, view, items)
 
 
-# An item's page, at the path IMDB's links have always had and at the general one (``app.web.items``); its
+# An item's page, at the path IMDB's links have always had and at the general one (``app.web.view.Items``); its
 # id may hold a slash.
 @router.get("/movies/{title_id:path}")
 @router.get("/movies/{title_id:path}.json")
@@ -162,7 +161,10 @@ def movie_page(
 @router.get("/reviews/{review_id:row_id}")
 @router.get("/reviews/{review_id:row_id}.json")
 def review_page(
-    review_id: int, request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+    review_id: int,
+    request: Request,
+    session: Session = Depends(get_session),
+    settings: Settings = Depends(get_settings),
 ) -> Response:
     view, items = View.from_request(request), items_of(session, settings)
     page = reviews.review_page(session, review_id, view) if review_id <= MAX_ID else None

@@ -1,5 +1,5 @@
 """GET /api/movies and /api/movies/{title_id}: the catalogue as the pages show it, paginated; /api/items and
-/api/items/{title_id} are the same, under the name a catalogue of any items has (``app.web.items``)."""
+/api/items/{title_id} are the same, under the name a catalogue of any items has (``app.web.view.Items``)."""
 
 import math
 from typing import Annotated, Literal
@@ -10,11 +10,10 @@ from sqlalchemy.orm import Session
 from app.settings import Settings
 from app.web.deps import get_session, get_settings
 from app.web.errors import AppError, error_responses
-from app.web.items import Items
 from app.web.limits import IDENTIFIER_MAX_CHARS, check_page_size, plausible_identifier
 from app.web.queries import dashboard, reviews, rows
 from app.web.schemas import MovieDetail, MovieList
-from app.web.view import SORTS, View
+from app.web.view import SORTS, Items, View
 
 router = APIRouter(prefix="/api", tags=["catalogue"], responses=error_responses(422, 503))
 Sort = Literal[SORTS]  # type: ignore[valid-type]

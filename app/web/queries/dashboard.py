@@ -8,10 +8,9 @@ from sqlalchemy.orm import Session
 
 from app.db import Movie, Review
 from app.web.catalogue_cache import kept
-from app.web.items import IMDB_CORPUS
 from app.web.queries.rows import MOVIE_COLUMNS, corpus_of, movie_dict
 from app.web.queries.summaries import in_view, model_summaries
-from app.web.view import View
+from app.web.view import IMDB_CORPUS, View
 from model.names import CATALOGUE
 
 

@@ -9,7 +9,6 @@ from sqlalchemy.orm import Session
 
 from app.db import Explanation, Movie
 from app.web.catalogue_cache import kept
-from app.web.items import IMDB_CORPUS
 from app.web.queries.rows import (
     corpus_of,
     display_title,
@@ -20,7 +19,7 @@ from app.web.queries.rows import (
     words_by_review,
 )
 from app.web.queries.summaries import confidence_of, summaries
-from app.web.view import View
+from app.web.view import IMDB_CORPUS, View
 from model.names import MODELS, NEGATIVE, POSITIVE
 
 

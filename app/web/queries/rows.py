@@ -11,7 +11,7 @@ from sqlalchemy import Select, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, aliased
 
 from app.db import Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight
-from app.web.items import IMDB_CORPUS
+from app.web.view import IMDB_CORPUS
 from model.names import CATALOGUE, IMDB, MODELS, SENTENCE, USER, WORD_LEVEL_MODEL
 from model.quality import LOG_ODDS, QUALITY_FIELDS, assessment
 
