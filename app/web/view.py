@@ -156,6 +156,7 @@ class View:
             "page": self.page,
         }
 
+
 IMDB_CORPUS = "IMDB"  # the run record's counts["corpus"] of a build on the IMDB archive (absent before issue 53)
 IMDB_NOUN = "title"  # IMDb's word for its entries, which the pages have always used
 FILE_NOUN = "item"
