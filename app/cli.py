@@ -39,9 +39,14 @@ STORAGE_FLAGS = ("data_dir", "database_url")
 BUILD_FLAGS = (
     *STORAGE_FLAGS, "imdb", "movies", "sst2", "rationales", "device", "seed", "titles", "engine", "ray_address"
 )  # fmt: skip
-SERVE_FLAGS = (*STORAGE_FLAGS, "device", "host", "port", "workers", "trusted_proxies", "allow_anonymous_writes")
-# `up` serves this machine (a proxy in front is `serve`'s): its trusted proxies are a --set.
-UP_FLAGS = tuple(name for name in dict.fromkeys(BUILD_FLAGS + SERVE_FLAGS) if name != "trusted_proxies")
+SERVE_FLAGS = (
+    *STORAGE_FLAGS, "device", "host", "port", "workers", "trusted_proxies", "allow_anonymous_writes", "item_noun"
+)
+# `up` serves this machine (a proxy in front is `serve`'s): its trusted proxies are a --set; so is its item noun,
+# to keep its help to the 15 flags a first run needs.
+UP_FLAGS = tuple(
+    name for name in dict.fromkeys(BUILD_FLAGS + SERVE_FLAGS) if name not in ("trusted_proxies", "item_noun")
+)
 EVERY_GROUP = [Storage, Compute, BuildEngine, Sources, Server, Pages, LimeConfig, ApiLimits]
 
 

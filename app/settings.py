@@ -163,11 +163,33 @@ class Server(ConfigGroup):
         return value
 
 
+MAX_NOUN_CHARS = 40
+
+
 class Pages(ConfigGroup):
     """The web pages."""
 
     titles_per_page: int = Field(48, ge=1, le=1000, description="Titles on one page of the dashboard.")
     disagreements_per_page: int = Field(20, ge=1, le=1000, description="Reviews on one page of /disagreements.")
+    item_noun: str | None = Field(
+        None,
+        description="What the pages call the catalogue's items: game, hotel, product; 'singular/plural' where the "
+        "plural is not the noun plus s, es or ies (person/people). Default: 'title' for the IMDB archive (the pages' "
+        "words as ever), 'item' for a file of reviews.",
+    )
+
+    @field_validator("item_noun")
+    @classmethod
+    def _item_noun(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None  # TEXTFLIX_ITEM_NOUN= (empty) means the corpus's default
+        forms = [" ".join(form.split()) for form in value.split("/")]
+        if len(forms) > 2 or not all(forms) or len(value) > MAX_NOUN_CHARS or not value.isprintable():
+            raise ValueError(
+                f"{value[:60]!r} is not an item noun: write one word or a few ('game', 'airline lounge'), or "
+                f"'singular/plural' ('person/people'), at most {MAX_NOUN_CHARS} printable characters"
+            )
+        return "/".join(forms)
 
 
 class ApiLimits(ConfigGroup):

@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import numpy as np
@@ -31,7 +32,18 @@ from model.bert import OFFSET, ONE_SENTENCE_READER, BertClassifier
 from model.config import MINILM, BertConfig
 from model.quality import QUALITY_FIELDS, fit_reading, is_weak
 from tests.conftest import _short_train_reviews, serve_in_thread, serve_process
-from tests.web_fixtures import FakeAnalyzer, build_web_database, explanation_figures, use_analyzer
+from tests.web_fixtures import (  # noqa: F401
+    GAMES,
+    FakeAnalyzer,
+    build_web_database,
+    explanation_figures,
+    game_client,
+    game_database,
+    use_analyzer,
+    web_app,
+    web_client,
+    web_database,
+)
 
 TITLE = "tt0100001"  # catalogue titles of the fixture database
 OTHER_TITLE = "tt0100002"
@@ -427,6 +439,32 @@ def test_review_detail_carries_the_trust_figures(client):
         assert explanation["quality"] == {name: figures[name] for name in QUALITY_FIELDS}
         assert explanation["reading"] == fit_reading(figures["score"])
     assert explanations["bert"]["weak"] is True and explanations["nbsvm"]["weak"] is False
+
+
+def test_the_items_routes_answer_as_the_movies_routes_field_for_field(game_client, web_client):
+    for client, item in ((game_client, "570"), (web_client, TITLE)):
+        for query in ("", "?sort=title&per_page=2&page=2", "?q=2"):
+            assert client.get(f"/api/items{query}").json() == client.get(f"/api/movies{query}").json()
+        for query in ("", "?per_page=1&page=2&wrong=true"):
+            assert client.get(f"/api/items/{item}{query}").json() == client.get(f"/api/movies/{item}{query}").json()
+    games, movies = game_client.get("/api/items/570").json(), web_client.get(f"/api/movies/{TITLE}").json()
+    assert set(games) == set(movies) and set(games["movie"]) == set(movies["movie"])
+    assert (games["movie"]["title"], games["movie"]["year"], games["movie"]["genres"]) == ("Dota 2", None, [])
+    game_card = game_client.get("/api/items").json()["titles"][0]
+    assert set(game_card) == set(web_client.get("/api/movies").json()["titles"][0])
+
+
+def test_an_item_id_of_any_character_reaches_its_item_and_an_unknown_one_is_named_by_the_noun(game_client):
+    odd = GAMES["tt0100003"]["title_id"]
+    for route in ("items", "movies"):
+        response = game_client.get(f"/api/{route}/{quote(odd, safe='')}")
+        assert response.status_code == 200 and response.json()["movie"]["title_id"] == odd
+    for path in ("/api/items/999", "/api/items/..%2F..%2Fhealth", f"/api/items/{'5' * 65}"):
+        [problem] = game_client.get(path).json()["detail"]
+        assert problem["field"] == "title_id"
+    [problem] = game_client.get("/api/items/999").json()["detail"]
+    assert problem["message"] == "There is no game '999' in the catalogue."
+    assert game_client.get("/api/movies/999").status_code == 404
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,14 @@ from app.web.view import View
 from scripts.bench_pages import build_database
 from tests.test_pages import _expected_order, get_json
 from tests.conftest import empty_postgresql
-from tests.web_fixtures import build_web_database, fill_web_database, web_database, web_facts  # noqa: F401
+from tests.web_fixtures import (  # noqa: F401
+    GAMES,
+    build_web_database,
+    fill_web_database,
+    game_database,
+    web_database,
+    web_facts,
+)
 
 PER_PAGE = 2
 
@@ -339,3 +346,16 @@ def test_disagreements_come_in_pages(web_database, web_facts):
         assert "Page 2 of" in html and 'rel="prev" href="/disagreements"' in html
         assert client.get("/disagreements?page=0").status_code == 422
         assert client.get(f"/disagreements?page={len(pages) + 1}").status_code == 404
+
+
+def test_a_catalogue_of_games_sorts_searches_and_pages_its_games_by_name_or_id(game_database):
+    settings = Settings(database_url=game_database, item_noun="game", titles_per_page=PER_PAGE)
+    with TestClient(create_app(settings)) as client:
+        pages = walk(client, "/index.json?sort=title")
+        reviewed = [game for game in GAMES.values() if game["title_id"] != "620"]  # 620 has training reviews only
+        named = sorted((game["title"] or game["title_id"] for game in reviewed), key=str.casefold)
+        assert [card["title"] for page in pages for card in page["titles"]] == named  # "730" has no name: its id
+        assert [card["title_id"] for card in get_json(client, "/index.json?q=73")["titles"]] == ["730"]
+        assert [card["title_id"] for card in get_json(client, "/index.json?q=DOTA")["titles"]] == ["570"]
+        html = client.get("/", params={"page": 2}).text
+        assert 'aria-label="Pages of games"' in html and "Page 2 of 2 · games 3–4 of 4" in html

@@ -13,16 +13,20 @@ import socket
 import subprocess
 import sys
 import time
+from html import unescape
 from statistics import fmean, stdev
 
 import psutil
 import pytest
 from fastapi.testclient import TestClient
 from markupsafe import escape
+from pydantic import ValidationError
 from sqlalchemy import create_engine, text
 
+from app.cli import parse_command
 from app.db import this_process
 from app.settings import Settings
+from app.web.view import Items
 from app.web.main import create_app
 from app.web.render import cut, highlight, word_highlight
 from app.web.templating import templates
@@ -30,12 +34,16 @@ from model.names import DISPLAY_NAMES, MODELS
 from model.quality import FULL_COLOUR_WEIGHT, NEGLIGIBLE_WEIGHT, NO_FIT, UNSTABLE, Quality, assessment, fit_reading
 from tests.web_fixtures import (  # noqa: F401
     DISTILL_RUN,
+    GAME_CORPUS,
+    GAMES,
     OLD_CURVE_RUN,
     RUN,
     XSS_IMG,
     XSS_SCRIPT,
     FakeAnalyzer,
     build_web_database,
+    game_client,
+    game_database,
     labeled,
     use_analyzer,
     web_app,
@@ -889,3 +897,164 @@ def test_about_shows_one_line_reviews_and_the_length_table(tmp_path):
     # a run without SST-2 shows neither its rows nor its line in the length table
     plain, _ = about_with_run(tmp_path / "plain", {**RUN, "metrics": {**RUN["metrics"], "lengths": lengths}})
     assert "SST-2" not in plain and 'class="scores lengths"' in plain
+
+
+# --- a catalogue of games: a build on a file of reviews --------------------------------------------
+
+ODD_ID = GAMES["tt0100003"]["title_id"]  # a slash, spaces, "#", "?" and letters outside ASCII
+ODD_HREF = "/items/mods%2Fearly%20access%20%231%20%C2%AB%CE%B2%C2%BB%3F"
+
+
+def visible(html: str) -> str:
+    """The text a reader sees of a page's body, its white space made single."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", "", html.split("<body", 1)[1].split(">", 1)[1])).split())
+
+
+def item_heading(html: str) -> str:
+    """The item's part of its page (name and facts), its white space removed."""
+    return re.sub(r"\s+", "", html.split('<article class="movie">')[1].split("</article>")[0])
+
+
+def test_a_game_catalogue_s_pages_speak_of_games(game_client):
+    html = game_client.get("/").text
+    seen = visible(html)
+    assert "13 total reviews of 4 games" in seen and "Search games" in seen and "4 games, sorted by most" in seen
+    assert 'placeholder="name or id"' in html and 'aria-label="Sort games"' in html
+    assert f"sentiment of reviews of games ({GAME_CORPUS})" in seen
+    assert "No games match “zzz”. Show every game." in visible(game_client.get("/?q=zzz").text)
+    for path in ("/", "/?analyze=1&compare=1&sort=title", "/items/570?analyze=1", "/disagreements", "/about"):
+        words = visible(game_client.get(path).text).lower().replace("eraser's movies.tar.gz", "")  # its own name
+        assert not re.search("title|movie|imdb|test-split", words), path
+    assert game_client.get("/?page=9", headers={"Accept": "application/json"}).json()["detail"][0]["message"] == (
+        "There is no page 9: 4 games, 1 pages of 48."
+    )
+
+
+def test_a_game_s_page_shows_its_name_and_no_empty_movie_field(game_client):
+    for query in ("", "?analyze=1&accuracy=1&compare=1"):
+        assert item_heading(game_client.get(f"/items/570{query}").text) == "<h1>Dota2</h1>"
+    assert re.sub(r"\s+", "", game_client.get("/?sort=title").text).count('<pclass="meta">') == 0
+    graded = game_client.get("/items/570?analyze=1&accuracy=1").text  # a file's ratings have no stars out of 10
+    assert "(rated 9)" in graded and "stars" not in graded
+    for card in get_json(game_client, "/index.json")["titles"]:
+        assert (card["year"], card["runtime_min"], card["plot"], card["genres"]) == (None, None, None, [])
+
+
+def test_a_game_without_a_name_goes_by_its_id_on_every_page_and_in_the_api(game_client):
+    assert item_heading(game_client.get("/items/730").text) == (
+        '<h1>730</h1><pclass="note">Thereviewsgivethisgamenoname:itgoesbyitsid,730.</p>'
+    )
+    assert '<h2><a href="/items/730">730</a></h2>' in game_client.get("/?q=73").text
+    review_id = get_json(game_client, "/items/730.json")["reviews"][0]["id"]
+    review = game_client.get(f"/reviews/{review_id}").text
+    assert '<span class="subtitle">of 730</span></h1>' in review
+    assert f'href="/items/730#r{review_id}">← All reviews of 730<' in review
+    assert get_json(game_client, "/api/items/730")["movie"]["title"] == "730"
+    assert "Untitled" not in game_client.get("/disagreements").text + game_client.get("/?sort=title").text
+
+
+def test_items_and_movies_answer_as_one_page_whatever_the_corpus(game_client, web_client):
+    for client, item, link in ((game_client, "570", "/items/570"), (web_client, "tt0100001", "/movies/tt0100001")):
+        assert f'<a href="{link}">' in client.get("/").text  # IMDB's links are as they were
+        for query in ("", "?analyze=1&accuracy=1&compare=1"):
+            pages = [get_json(client, f"/{route}/{item}{query}") for route in ("items", "movies")]
+            assert pages[0] == pages[1] == client.get(f"/items/{item}.json{query}").json()
+            assert all(client.get(f"/{route}/{item}{query}").status_code == 200 for route in ("items", "movies"))
+    assert "/items/" not in web_client.get("/").text + web_client.get("/disagreements").text
+    assert "(9/10 stars)" in web_client.get("/movies/tt0100001?analyze=1&accuracy=1").text
+
+
+def test_the_json_twins_keys_are_the_same_for_games_as_for_movies(game_client, web_client):
+    def keys(value):
+        """``value``'s shape: the keys of its dicts, down through the first dict of each list."""
+        if isinstance(value, dict):
+            return {key: keys(item) for key, item in value.items()}
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            return [keys(value[0])]
+        return type(value).__name__
+
+    for path in ("/index.json?analyze=1&accuracy=1&compare=1", "/about.json"):
+        assert set(get_json(game_client, path)) == set(get_json(web_client, path))
+    games = get_json(game_client, "/items/570.json?analyze=1&accuracy=1&compare=1")
+    movies = get_json(web_client, "/movies/tt0100001.json?analyze=1&accuracy=1&compare=1")
+    assert set(games) == set(movies) and set(games["movie"]) == set(movies["movie"])
+    assert keys(games["reviews"][0]) == keys(movies["reviews"][0])
+
+
+def test_an_item_id_of_any_character_is_linked_escaped_and_found(game_client):
+    html = game_client.get("/?q=half-life").text
+    assert re.search(r'<h2><a href="([^"]+)">', html).group(1) == ODD_HREF
+    assert "Half-Life: Café &lt;i&gt;Noir&lt;/i&gt; &amp; Friends" in html and "<i>Noir" not in html
+    page = game_client.get(ODD_HREF)
+    assert page.status_code == 200 and "<h1>Half-Life: Café &lt;i&gt;Noir&lt;/i&gt; &amp; Friends</h1>" in page.text
+    # the page's links to itself (its JSON twin, its switches) reach it too
+    twin = re.search(r'<link rel="alternate" type="application/json" href="([^"]+)">', page.text).group(1)
+    assert game_client.get(unescape(twin)).json()["movie"]["title_id"] == ODD_ID
+    switch = re.search(r'href="([^"]+)" data-switch="analyze"', page.text).group(1)
+    assert 'aria-checked="true" href' in game_client.get(unescape(switch)).text
+    review_id = get_json(game_client, ODD_HREF)["reviews"][0]["id"]
+    assert f'href="{ODD_HREF}#r{review_id}"' in game_client.get(f"/reviews/{review_id}").text
+    assert get_json(game_client, f"/api/items/{ODD_HREF.removeprefix('/items/')}")["movie"]["title_id"] == ODD_ID
+
+
+@pytest.mark.parametrize(
+    "path", ["/items/999", "/movies/999", "/items/..%2F..%2Fabout", "/items/570%2F..", "/items/" + "5" * 65, "/items/"]
+)
+def test_an_unknown_item_is_a_404_that_names_it_as_a_game(game_client, path):
+    response = game_client.get(path)
+    assert response.status_code == 404 and "<h1>Not found</h1>" in response.text
+    message = game_client.get(path, headers={"Accept": "application/json"}).json()["detail"][0]["message"]
+    assert message.startswith("Game '") and message.endswith("' is not in the catalogue.")
+
+
+def test_about_names_the_corpus_and_its_counts(game_client, web_client):
+    assert (
+        f"This build read {GAME_CORPUS}: 13 reviews of 4 games in the catalogue, 2 training and 2 evaluation reviews."
+        in visible(game_client.get("/about").text)
+    )
+    assert (
+        "This build read IMDB's archive of movie reviews: 13 reviews of 4 titles in the catalogue, 2 training and 2 "
+        "evaluation reviews." in visible(web_client.get("/about").text)
+    )
+
+
+def test_a_file_s_items_are_items_unless_the_setting_names_them(game_database):
+    with TestClient(create_app(Settings(database_url=game_database))) as client:
+        html = client.get("/").text
+        assert "Search items" in html and "4 items, sorted by most" in visible(html)
+        assert client.get("/items/1", headers={"Accept": "application/json"}).json()["detail"][0]["message"] == (
+            "Item '1' is not in the catalogue."
+        )
+    with TestClient(create_app(Settings(database_url=game_database, item_noun="Steam game"))) as client:
+        assert "No Steam games match" in client.get("/?q=zzz").text
+        assert "Steam game '1' is not in the catalogue." in unescape(client.get("/items/1").text)
+
+
+@pytest.mark.parametrize(
+    "given, noun, plural",
+    [
+        ("game", "game", "games"),
+        ("  airline   lounge ", "airline lounge", "airline lounges"),
+        ("box", "box", "boxes"),
+        ("property", "property", "properties"),
+        ("day", "day", "days"),
+        ("person / people", "person", "people"),
+        ("", "item", "items"),
+    ],
+)
+def test_the_item_noun_and_its_plural(given, noun, plural):
+    items = Items.of(GAME_CORPUS, Settings(item_noun=given).item_noun)
+    assert (items.noun, items.plural) == (noun, plural)
+
+
+def test_the_item_noun_is_a_flag_of_serve_and_a_variable(monkeypatch):
+    assert parse_command(["serve", "--item-noun", "hotel"]).settings.item_noun == "hotel"
+    monkeypatch.setenv("TEXTFLIX_ITEM_NOUN", "product")
+    assert Settings().item_noun == "product" and parse_command(["up"]).settings.item_noun == "product"
+    assert parse_command(["up", "--set", "item_noun=hotel"]).settings.item_noun == "hotel"
+
+
+@pytest.mark.parametrize("given", ["a/b/c", "/people", "person/", "x" * 41, "game\n"])
+def test_an_item_noun_that_is_none_says_how_to_write_one(given):
+    with pytest.raises(ValidationError, match="is not an item noun: write one word or a few"):
+        Settings(item_noun=given)

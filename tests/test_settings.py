@@ -109,11 +109,11 @@ USER_FLAGS = {
     "build": {"--data-dir", "--database", "--imdb", "--movies", "--sst2", "--rationales", "--device", "--seed",
               "--titles", "--engine", "--ray-address"},
     "serve": {"--data-dir", "--database", "--device", "--host", "--port", "--workers", "--trusted-proxies",
-              "--allow-anonymous-writes"},
+              "--allow-anonymous-writes", "--item-noun"},
     "report": {"--data-dir", "--database"},
     "export": {"--data-dir", "--database"},
 }  # fmt: skip
-USER_FLAGS["up"] = USER_FLAGS["build"] | USER_FLAGS["serve"] - {"--trusted-proxies"}
+USER_FLAGS["up"] = USER_FLAGS["build"] | USER_FLAGS["serve"] - {"--trusted-proxies", "--item-noun"}
 OWN_OPTIONS = {"--help", "--set", "--help-all", "--json", "--format", "--output"}
 
 

@@ -5,7 +5,8 @@ Built with the real schema (``app.db.migrate``) and ORM inserts: four catalogue 
 with right and wrong predictions, model disagreements, a user review without a gold
 label and a review that tries to inject ``<script>`` and ``<img onerror>``; sentences
 with character spans and LIME weights for both models, NB-SVM word weights, training
-and evaluation reviews the pages must not show, and a run record with metrics.
+and evaluation reviews the pages must not show, and a run record with metrics. The same
+reviews as a build on a file of Steam reviews stores them: ``game_database``.
 
 Import the fixtures into a test module: ``from tests.web_fixtures import web_client``.
 
@@ -342,21 +343,29 @@ def explanation_figures(index: int, model: str) -> dict:
     )  # fmt: skip
 
 
-def build_web_database(path: Path, run: dict = RUN, models: tuple[str, ...] = ("bert", "nbsvm")) -> str:
+def build_web_database(
+    path: Path, run: dict = RUN, models: tuple[str, ...] = ("bert", "nbsvm"), items: dict[str, dict] | None = None
+) -> str:
     """Create the fixture database, with the run record ``run`` and the rows of ``models``, as a SQLite file at
-    ``path``; returns its URL."""
-    return fill_web_database(f"sqlite:///{path}", run, models)
+    ``path``; returns its URL. ``items``: the catalogue's items in place of its movies (``GAMES``)."""
+    return fill_web_database(f"sqlite:///{path}", run, models, items)
 
 
-def fill_web_database(url: str, run: dict = RUN, models: tuple[str, ...] = ("bert", "nbsvm")) -> str:
+def fill_web_database(
+    url: str, run: dict = RUN, models: tuple[str, ...] = ("bert", "nbsvm"), items: dict[str, dict] | None = None
+) -> str:
     """Create the fixture database's schema and rows (predictions, explanations and sentence weights of
-    ``models``) in the empty database at ``url``; returns ``url``."""
+    ``models``) in the empty database at ``url``; returns ``url``. ``items``: per movie's title id, the item
+    (its ``title_id`` and ``title``) that has its reviews instead, as a build on a file of reviews stores them."""
     engine = make_engine(url)
     migrate(engine)
+    movies = [items[movie["title_id"]] for movie in MOVIES] if items else MOVIES
+    item_id = {movie["title_id"]: item["title_id"] for movie, item in zip(MOVIES, movies)}
     with session_scope(engine) as session:
-        session.add_all(Movie(**movie) for movie in MOVIES)
+        session.add_all(Movie(**movie) for movie in movies)
         session.flush()
-        for index, (title_id, gold, rating, source, sentences, bert, nbsvm, words) in enumerate(CATALOGUE):
+        for index, (movie_id, gold, rating, source, sentences, bert, nbsvm, words) in enumerate(CATALOGUE):
+            title_id = item_id[movie_id]
             text, spans = "", []
             for sentence, *_ in sentences:
                 if text:
@@ -391,9 +400,9 @@ def fill_web_database(url: str, run: dict = RUN, models: tuple[str, ...] = ("ber
                         session.add(SentenceWeight(sentence_id=row.id, model=model, weight=weight))
             for word, weight in words.items():
                 session.add(WordWeight(review_id=review.id, model="nbsvm", word=word, weight=weight))
-        for index, (title_id, split, gold, text) in enumerate(HIDDEN):
+        for index, (movie_id, split, gold, text) in enumerate(HIDDEN):
             review = Review(
-                title_id=title_id,
+                title_id=item_id[movie_id],
                 text=text,
                 label=gold,
                 rating=8 if gold == POS else 2,
@@ -410,6 +419,32 @@ def fill_web_database(url: str, run: dict = RUN, models: tuple[str, ...] = ("ber
         session.add(Run(**run))
     engine.dispose()
     return url
+
+
+# The same reviews as a build on a file of Steam reviews stores them: games with a name and nothing else, one
+# without a name, one whose id holds characters a path must escape.
+GAME_CORPUS = "steam_reviews.csv"
+GAMES = {
+    "tt0100001": dict(title_id="570", title="Dota 2"),
+    "tt0100002": dict(title_id="440", title="Team Fortress 2"),
+    "tt0100003": dict(title_id="mods/early access #1 «β»?", title="Half-Life: Café <i>Noir</i> & Friends"),
+    "tt0100004": dict(title_id="730", title=None),
+    "tt0100005": dict(title_id="620", title="Portal 2"),  # no catalogue reviews
+}
+GAME_RUN = {**RUN, "counts": {**RUN["counts"], "corpus": GAME_CORPUS}}
+
+
+@pytest.fixture(scope="session")
+def game_database(tmp_path_factory) -> str:
+    """URL of a fresh database of the fixture's reviews as games of a file of Steam reviews (``GAMES``)."""
+    return build_web_database(tmp_path_factory.mktemp("games") / "textflix.db", GAME_RUN, items=GAMES)
+
+
+@pytest.fixture
+def game_client(game_database):
+    """A client of the game database's site, which calls its items games."""
+    with TestClient(create_app(Settings(database_url=game_database, item_noun="game"))) as client:
+        yield client
 
 
 @pytest.fixture(scope="session")

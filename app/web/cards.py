@@ -9,12 +9,10 @@ page's time (``scripts/bench_pages.py``). The templates call these functions as 
 ``markupsafe.escape``.
 """
 
-from urllib.parse import quote
-
 from markupsafe import Markup, escape
 
 from app.web.render import Pieces, cut, highlight, model_bars, number, percent
-from app.web.view import View
+from app.web.view import Items, View
 from model.names import DISPLAY_NAMES, TEACHER, short_label
 
 
@@ -29,9 +27,9 @@ def meta_line(movie: dict) -> Markup:
     return Markup(f'<p class="meta">{escape(known)}</p>' if known else "")
 
 
-def title_card(t: dict, view: View) -> Markup:
-    """A title on the dashboard: name, facts, plot, and its reviews' bars as the view asks."""
-    link = escape(f"/movies/{quote(t['title_id'])}{view.link_query}")
+def title_card(t: dict, view: View, items: Items) -> Markup:
+    """An item on the dashboard: name, the facts known, plot, and its reviews' bars as the view asks."""
+    link = escape(f"{items.url(t['title_id'])}{view.link_query}")
     plot = f'\n    <p class="plot">{escape(t["plot"])}</p>' if t.get("plot") else ""
     foot = model_bars(t, view) if view.analyze else f'<p class="count">{number(t["reviews"])} reviews</p>'
     return Markup(
@@ -103,10 +101,13 @@ def model_column(
     )
 
 
-def gold(item: dict) -> Markup:
-    """The review's gold label (and stars), and the label its writer gave, which is not counted."""
+def gold(item: dict, items: Items) -> Markup:
+    """The review's gold label (and its rating: IMDB's stars out of 10, a file's on the scale of its own), and
+    the label its writer gave, which is not counted."""
     if item.get("gold"):
-        stars = f" ({item['rating']}/10 stars)" if item.get("rating") else ""
+        stars = ""
+        if item.get("rating"):
+            stars = f" ({item['rating']}/10 stars)" if items.imdb else f" (rated {escape(item['rating'])})"
         known = f"{label_text(item['gold'])}{stars}"
     else:
         known = "unknown"
@@ -116,7 +117,7 @@ def gold(item: dict) -> Markup:
     return Markup(f'<span class="gold">Gold label: {known}{writer}</span>')
 
 
-def review_card(r: dict, view: View) -> Markup:
+def review_card(r: dict, view: View, items: Items) -> Markup:
     """One review on a title page, as ``view`` asks: plain text, the main model's highlights,
     or both models side by side."""
     classes = "review" + (" is-wrong" if r.get("wrong") else "") + (" is-disagreement" if r.get("disagree") else "")
@@ -125,7 +126,7 @@ def review_card(r: dict, view: View) -> Markup:
     if r["source"] == "user":
         head += ' <span class="tag">posted by a user</span>'
     if view.show_accuracy:
-        head += f" {gold(r)}"
+        head += f" {gold(r, items)}"
     if view.show_compare and r.get("disagree"):
         head += ' <strong class="disagree-mark">⇄ models disagree</strong>'
     if view.show_compare:

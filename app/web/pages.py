@@ -8,6 +8,7 @@ string (``app.web.view``). Templates are in ``templates/``, CSS and JS in ``stat
 
 import math
 from dataclasses import replace
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -24,7 +25,7 @@ from app.web.errors import AppError, route_path, shown, wants_json
 from app.web.limits import MAX_ID, off_the_loop, plausible_identifier, raw_length_problems, text_problems
 from app.web.queries import about, dashboard, rationales, reviews, rows, summaries
 from app.web.templating import STATIC_DIR, templates
-from app.web.view import View
+from app.web.view import Items, View
 from model.data import clean_text
 from model.names import MODELS
 
@@ -57,12 +58,20 @@ def build_said(request: Request, path: str, view: View) -> dict | None:
     }
 
 
-def respond(request: Request, template: str, data: dict, view: View, error: AppError | None = None) -> Response:
+def items_of(session: Session, settings: Settings) -> Items:
+    """What the pages call the catalogue's items, and where their pages are (``app.web.view.Items``)."""
+    return Items.of(rows.corpus_of(session), settings.item_noun)
+
+
+def respond(
+    request: Request, template: str, data: dict, view: View, items: Items | None = None, error: AppError | None = None
+) -> Response:
     """The page as HTML, or its data (and the view) as JSON when the client asks for JSON;
     with ``error``, the page (a form, say) says what was wrong, with the error's status. While the
-    build has not made every model ready, ``build`` says so (``build_said``)."""
+    build has not made every model ready, ``build`` says so (``build_said``). ``items``: how the
+    HTML speaks of the catalogue's items (the JSON's keys are the same whatever they are)."""
     status, headers = (error.status, error.headers) if error else (200, None)
-    path = route_path(request.scope)
+    path = quote(route_path(request.scope))  # an item's id may hold any character: its page links itself
     if build := build_said(request, path, view):
         data = {**data, "build": build}
     if wants_json(request):
@@ -70,14 +79,16 @@ def respond(request: Request, template: str, data: dict, view: View, error: AppE
     query = request.url.query
     json_url = ("/index.json" if path == "/" else path + ".json") + (f"?{query}" if query else "")
     context = {"view": view, "path": path, "json_url": json_url, **data}
+    if items is not None:
+        context["items"] = items
     return templates.TemplateResponse(request, template, context, status_code=status, headers=headers)
 
 
-def respond_found(request: Request, template: str, data: dict | None, view: View, what: str) -> Response:
+def respond_found(request: Request, template: str, data: dict | None, view: View, what: str, items: Items) -> Response:
     """``respond``, or a 404 naming ``what`` when the query found nothing (``data`` is None)."""
     if data is None:
         raise AppError.one(404, None, f"{what} is not in the catalogue.")
-    return respond(request, template, data, view)
+    return respond(request, template, data, view, items)
 
 
 router = APIRouter(include_in_schema=False)
@@ -127,27 +138,38 @@ def paginated(request: Request, view: View, pagination: dict, what: str) -> None
 def dashboard_page(
     request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
 ) -> Response:
-    view = dashboard_view(request)
+    view, items = dashboard_view(request), items_of(session, settings)
     data = dashboard.dashboard(session, view, settings.titles_per_page)
-    paginated(request, view, data["pagination"], f"titles match {view.q!r}" if view.q else "titles")
-    return respond(request, "dashboard.html", data, view)
+    paginated(request, view, data["pagination"], f"{items.plural} match {view.q!r}" if view.q else items.plural)
+    return respond(request, "dashboard.html", data, view, items)
 
 
-@router.get("/movies/{title_id}")
-@router.get("/movies/{title_id}.json")
-def movie_page(title_id: str, request: Request, session: Session = Depends(get_session)) -> Response:
-    view = View.from_request(request)
+# An item's page, at the path IMDB's links have always had and at the general one (``app.web.view.Items``); its
+# id may hold a slash.
+@router.get("/movies/{title_id:path}")
+@router.get("/movies/{title_id:path}.json")
+@router.get("/items/{title_id:path}")
+@router.get("/items/{title_id:path}.json")
+def movie_page(
+    title_id: str, request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+) -> Response:
+    view, items = View.from_request(request), items_of(session, settings)
     page = reviews.movie_page(session, title_id, view) if plausible_identifier(title_id) else None
-    return respond_found(request, "movie.html", page, view, f"Title {shown(title_id)!r}")
+    return respond_found(request, "movie.html", page, view, f"{items.capital} {shown(title_id)!r}", items)
 
 
 @router.get("/reviews/{review_id:row_id}")
 @router.get("/reviews/{review_id:row_id}.json")
-def review_page(review_id: int, request: Request, session: Session = Depends(get_session)) -> Response:
-    view = View.from_request(request)
-    if review_id > MAX_ID:
-        return respond_found(request, "review.html", None, view, f"A review id over {MAX_ID:,}")
-    return respond_found(request, "review.html", reviews.review_page(session, review_id, view), view, f"Review {review_id}")
+def review_page(
+    review_id: int,
+    request: Request,
+    session: Session = Depends(get_session),
+    settings: Settings = Depends(get_settings),
+) -> Response:
+    view, items = View.from_request(request), items_of(session, settings)
+    page = reviews.review_page(session, review_id, view) if review_id <= MAX_ID else None
+    what = f"Review {review_id}" if review_id <= MAX_ID else f"A review id over {MAX_ID:,}"
+    return respond_found(request, "review.html", page, view, what, items)
 
 
 @router.get("/disagreements")
@@ -158,23 +180,27 @@ def disagreements_page(
     view = replace(View.from_request(request), page=page_number(request))
     data = reviews.disagreements(session, view.page, settings.disagreements_per_page)
     paginated(request, view, data["pagination"], "disagreements")
-    return respond(request, "disagreements.html", data, view)
+    return respond(request, "disagreements.html", data, view, items_of(session, settings))
 
 
 @router.get("/about")
 @router.get("/about.json")
-def about_page(request: Request, session: Session = Depends(get_session)) -> Response:
-    return respond(request, "about.html", about.about(session), View.from_request(request))
+def about_page(
+    request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+) -> Response:
+    return respond(request, "about.html", about.about(session), View.from_request(request), items_of(session, settings))
 
 
 @router.get("/rationales/{doc}")
 @router.get("/rationales/{doc}.json")
-def rationale_page(doc: str, request: Request, session: Session = Depends(get_session)) -> Response:
+def rationale_page(
+    doc: str, request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+) -> Response:
     view = View.from_request(request)
     page = rationales.rationale_page(session, doc) if plausible_identifier(doc) else None
     if page is None:
         raise AppError.one(404, None, f"Review {doc!r} is not among ERASER's annotated reviews of this build.")
-    return respond(request, "rationale.html", page, view)
+    return respond(request, "rationale.html", page, view, items_of(session, settings))
 
 
 async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
@@ -265,7 +291,7 @@ async def analyze_page(
         if wants_json(request):
             raise
         data["error"] = " ".join(problem["message"] for problem in error.problems)
-        return respond(request, "analyze.html", data, view, error)
+        return respond(request, "analyze.html", data, view, error=error)
     return respond(request, "analyze.html", data, view)
 
 

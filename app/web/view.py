@@ -6,11 +6,16 @@ the links while Analyze is off, so turning it back on restores them. *sort* orde
 dashboard, *wrong* filters a title page to the wrong predictions (with accuracy on), *weak*
 to the reviews whose explanation is weak (while analysing). *q* searches the dashboard's
 titles and *page* pages through them (``app.web.pages.dashboard_view`` checks both).
+
+Beside the view, what the pages call the catalogue's items and where each item's page is (``Items``): IMDB's
+catalogue keeps the words and links its pages have always had ("titles", ``/movies/{id}``); a build on a file
+of reviews says "items", or the noun its user gives (``item_noun``), and links ``/items/{id}``. Both routes
+answer for any build, so a link kept from either works.
 """
 
 from dataclasses import dataclass, replace
 from functools import cached_property
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 
@@ -150,3 +155,46 @@ class View:
             "q": self.q,
             "page": self.page,
         }
+
+
+IMDB_CORPUS = "IMDB"  # the run record's counts["corpus"] of a build on the IMDB archive (absent before issue 53)
+IMDB_NOUN = "title"  # IMDb's word for its entries, which the pages have always used
+FILE_NOUN = "item"
+MOVIE_ROUTE, ITEM_ROUTE = "/movies", "/items"
+
+
+def plural(noun: str) -> str:
+    """English's regular plural of ``noun``: box → boxes, city → cities, game → games."""
+    if noun.endswith(("s", "x", "z", "ch", "sh")):
+        return noun + "es"
+    if noun.endswith("y") and noun[-2:-1] not in ("", *"aeiou"):
+        return noun[:-1] + "ies"
+    return noun + "s"
+
+
+@dataclass(frozen=True)
+class Items:
+    """The catalogue's items as the pages speak of them: ``noun`` and ``plural``, and their corpus."""
+
+    corpus: str
+    noun: str
+    plural: str
+
+    @classmethod
+    def of(cls, corpus: str, item_noun: str | None) -> "Items":
+        """The items of ``corpus``, called ``item_noun`` ("game", or "singular/plural") or by its default."""
+        singular, _, given_plural = (item_noun or (IMDB_NOUN if corpus == IMDB_CORPUS else FILE_NOUN)).partition("/")
+        return cls(corpus, singular, given_plural or plural(singular))
+
+    @property
+    def imdb(self) -> bool:
+        return self.corpus == IMDB_CORPUS
+
+    @property
+    def capital(self) -> str:
+        """The noun at the start of a sentence (only its first letter raised: "BnB" stays "BnB")."""
+        return self.noun[:1].upper() + self.noun[1:]
+
+    def url(self, item_id: str) -> str:
+        """The path of an item's page; every character of its id that a path could read otherwise escaped."""
+        return f"{MOVIE_ROUTE if self.imdb else ITEM_ROUTE}/{quote(item_id, safe='')}"

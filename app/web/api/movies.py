@@ -1,4 +1,5 @@
-"""GET /api/movies and /api/movies/{title_id}: the catalogue as the pages show it, paginated."""
+"""GET /api/movies and /api/movies/{title_id}: the catalogue as the pages show it, paginated; /api/items and
+/api/items/{title_id} are the same, under the name a catalogue of any items has (``app.web.view.Items``)."""
 
 import math
 from typing import Annotated, Literal
@@ -10,9 +11,9 @@ from app.settings import Settings
 from app.web.deps import get_session, get_settings
 from app.web.errors import AppError, error_responses
 from app.web.limits import IDENTIFIER_MAX_CHARS, check_page_size, plausible_identifier
-from app.web.queries import dashboard, reviews
+from app.web.queries import dashboard, reviews, rows
 from app.web.schemas import MovieDetail, MovieList
-from app.web.view import SORTS, View
+from app.web.view import SORTS, Items, View
 
 router = APIRouter(prefix="/api", tags=["catalogue"], responses=error_responses(422, 503))
 Sort = Literal[SORTS]  # type: ignore[valid-type]
@@ -29,6 +30,7 @@ def paginate(items: list, page: int, per_page: int, settings: Settings) -> tuple
 
 
 @router.get("/movies", response_model=MovieList)
+@router.get("/items", response_model=MovieList)
 def list_movies(
     sort: Annotated[Sort, Query(description="As on the dashboard: most reviews, title, most positive, ...")] = "reviews",
     q: Annotated[str, Query(max_length=200, description="Only titles whose title or id contains this, ignoring case.")] = "",
@@ -48,7 +50,8 @@ def list_movies(
     return {"sort": view.effective_sort, **data}
 
 
-@router.get("/movies/{title_id}", response_model=MovieDetail, responses=error_responses(404))
+@router.get("/movies/{title_id:path}", response_model=MovieDetail, responses=error_responses(404))
+@router.get("/items/{title_id:path}", response_model=MovieDetail, responses=error_responses(404))
 def get_movie(
     title_id: Annotated[str, Path(max_length=IDENTIFIER_MAX_CHARS)],
     page: Page = 1,
@@ -64,6 +67,7 @@ def get_movie(
     view = View(analyze=True, accuracy=True, compare=True, wrong=wrong)
     data = reviews.movie_page(session, title_id, view) if plausible_identifier(title_id) else None
     if data is None:
-        raise AppError.one(404, "title_id", f"There is no title {title_id!r} in the catalogue.")
+        noun = Items.of(rows.corpus_of(session), settings.item_noun).noun
+        raise AppError.one(404, "title_id", f"There is no {noun} {title_id!r} in the catalogue.")
     data["reviews"], data["pagination"] = paginate(data["reviews"], page, per_page, settings)
     return data

@@ -8,9 +8,9 @@ from sqlalchemy.orm import Session
 
 from app.db import Movie, Review
 from app.web.catalogue_cache import kept
-from app.web.queries.rows import MOVIE_COLUMNS, movie_dict
+from app.web.queries.rows import MOVIE_COLUMNS, corpus_of, movie_dict
 from app.web.queries.summaries import in_view, model_summaries
-from app.web.view import View
+from app.web.view import IMDB_CORPUS, View
 from model.names import CATALOGUE
 
 
@@ -38,13 +38,13 @@ def title_page(session: Session, view: View, per_page: int) -> tuple[list[dict],
     """The cards (``all_cards``) on page ``view.page`` of the dashboard (the titles whose title
     or id contains ``view.q``, ignoring case, in ``view``'s order) and how many titles match.
     Each order is kept while the catalogue is unchanged (``catalogue_cache``)."""
-    sort, main = view.effective_sort, view.main
+    sort, main, imdb = view.effective_sort, view.main, corpus_of(session) == IMDB_CORPUS
     ordered = kept(
         session,
-        ("title order", sort, main),
+        ("title order", sort, main, imdb),
         lambda: [
             (f"{c['title']}\n{c['title_id']}".casefold(), c)
-            for c in sorted(all_cards(session).values(), key=lambda card: TITLE_SORTS[sort](card, main))
+            for c in sorted(all_cards(session, imdb).values(), key=lambda card: TITLE_SORTS[sort](card, main))
         ],
     )
     needle = view.q.casefold()
@@ -53,14 +53,15 @@ def title_page(session: Session, view: View, per_page: int) -> tuple[list[dict],
     return matching[start : start + per_page], len(matching)
 
 
-def all_cards(session: Session) -> dict[str, dict]:
+def all_cards(session: Session, imdb: bool) -> dict[str, dict]:
     """Every catalogue title's card, by title id in the order of their first reviews: metadata,
     reviews and every model's summary with accuracy, summed up by the database; kept while the
-    catalogue is unchanged (``catalogue_cache``)."""
-    return kept(session, ("cards",), lambda: _all_cards(session))
+    catalogue is unchanged (``catalogue_cache``). ``imdb``: whether the catalogue is IMDB's
+    (``rows.display_title``), a key of what is kept, as a new corpus's run record may follow its reviews."""
+    return kept(session, ("cards", imdb), lambda: _all_cards(session, imdb))
 
 
-def _all_cards(session: Session) -> dict[str, dict]:
+def _all_cards(session: Session, imdb: bool) -> dict[str, dict]:
     titles = select(Review.title_id).where(Review.split == CATALOGUE)
     reviews = dict(
         session.execute(
@@ -73,7 +74,7 @@ def _all_cards(session: Session) -> dict[str, dict]:
     movies = {row.title_id: row for row in session.execute(select(*MOVIE_COLUMNS).where(Movie.title_id.in_(titles)))}
     figures = model_summaries(session, reviews, Review.title_id)
     return {
-        title_id: {**movie_dict(movies.get(title_id), title_id), "reviews": count, "models": figures[title_id]}
+        title_id: {**movie_dict(movies.get(title_id), title_id, imdb), "reviews": count, "models": figures[title_id]}
         for title_id, count in reviews.items()
     }
 

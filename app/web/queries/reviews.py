@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from app.db import Explanation, Movie
 from app.web.catalogue_cache import kept
 from app.web.queries.rows import (
+    corpus_of,
     display_title,
     explanation_record,
     movie_of,
@@ -18,7 +19,7 @@ from app.web.queries.rows import (
     words_by_review,
 )
 from app.web.queries.summaries import confidence_of, summaries
-from app.web.view import View
+from app.web.view import IMDB_CORPUS, View
 from model.names import MODELS, NEGATIVE, POSITIVE
 
 
@@ -126,7 +127,7 @@ def review_page(session: Session, review_id: int, view: View) -> dict | None:
     return page
 
 
-def _disagreement_list(session: Session) -> dict:
+def _disagreement_list(session: Session, imdb: bool) -> dict:
     """Every catalogue review the two models label differently, by title then id, with the
     model that was right (None: neither, or no gold label), and the count of each."""
     rows = review_rows(session, disagreeing=True)
@@ -140,7 +141,7 @@ def _disagreement_list(session: Session) -> dict:
     for row in rows:
         winner = next((m for m, p in row["predictions"].items() if row["gold"] is not None and p["label"] == row["gold"]), None)
         right[winner or "unknown"] += 1
-        title = display_title(titles.get(row["title_id"]), row["title_id"])
+        title = display_title(titles.get(row["title_id"]), row["title_id"], imdb)
         entries.append({"id": row["id"], "title": title, "right": winner})
     entries.sort(key=lambda entry: (entry["title"].casefold(), entry["id"]))
     return {"entries": entries, "right": right}
@@ -150,7 +151,8 @@ def disagreements(session: Session, page: int, per_page: int) -> dict:
     """Page ``page`` of the catalogue reviews the two models label differently, side by side,
     with which one was right, and the count of all of them. The list is kept while the
     catalogue is unchanged (``catalogue_cache``); the page's reviews are read in three queries."""
-    listing = kept(session, ("disagreements",), lambda: _disagreement_list(session))
+    imdb = corpus_of(session) == IMDB_CORPUS
+    listing = kept(session, ("disagreements", imdb), lambda: _disagreement_list(session, imdb))
     entries = listing["entries"][(page - 1) * per_page : page * per_page]
     ids = [entry["id"] for entry in entries]
     view = View(analyze=True, accuracy=True, compare=True)

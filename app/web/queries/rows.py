@@ -10,7 +10,8 @@ from typing import Literal
 from sqlalchemy import Select, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, aliased
 
-from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight
+from app.db import Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight
+from app.web.view import IMDB_CORPUS
 from model.names import CATALOGUE, IMDB, MODELS, SENTENCE, USER, WORD_LEVEL_MODEL
 from model.quality import LOG_ODDS, QUALITY_FIELDS, assessment
 
@@ -173,23 +174,34 @@ MOVIE_COLUMNS = tuple(Movie.__table__.columns)
 MOVIE_OF_TITLE = select(*MOVIE_COLUMNS).where(Movie.title_id == bindparam("title_id"))
 
 
+LATEST_COUNTS = select(Run.counts).order_by(Run.id.desc()).limit(1)
+
+
+def corpus_of(session: Session) -> str:
+    """The corpus the latest build read: ``IMDB_CORPUS`` or the name of the user's file of reviews (a run
+    recorded before builds read such files, or none yet: IMDB)."""
+    return (session.scalar(LATEST_COUNTS) or {}).get("corpus", IMDB_CORPUS)
+
+
 def movie_of(session: Session, title_id: str) -> dict:
-    return movie_dict(session.execute(MOVIE_OF_TITLE, {"title_id": title_id}).first(), title_id)
+    movie = session.execute(MOVIE_OF_TITLE, {"title_id": title_id}).first()
+    return movie_dict(movie, title_id, corpus_of(session) == IMDB_CORPUS)
 
 
-def display_title(title: str | None, title_id: str) -> str:
-    """What pages and the API call a title: its name, or a label that says it has none."""
-    return title or f"Untitled ({title_id})"
+def display_title(title: str | None, title_id: str, imdb: bool) -> str:
+    """What pages and the API call an item: its name; without one, an IMDB title says it has none (its
+    metadata is missing), an item of a user's file is its id (the file gives it no name)."""
+    return title or (f"Untitled ({title_id})" if imdb else title_id)
 
 
-def movie_dict(movie, title_id: str) -> dict:
-    """A title's metadata as the pages show it (a row of ``MOVIE_COLUMNS``), or only its id where
-    the catalogue has none."""
+def movie_dict(movie, title_id: str, imdb: bool) -> dict:
+    """An item's metadata as the pages show it (a row of ``MOVIE_COLUMNS``), or only its id where the
+    catalogue has none; ``imdb``: whether the catalogue is IMDB's (``display_title``)."""
     if movie is None:
-        return {"title_id": title_id, "title": display_title(None, title_id), "has_metadata": False, "genres": []}
+        return {"title_id": title_id, "title": display_title(None, title_id, imdb), "has_metadata": False, "genres": []}
     return {
         "title_id": movie.title_id,
-        "title": display_title(movie.title, movie.title_id),
+        "title": display_title(movie.title, movie.title_id, imdb),
         "has_metadata": movie.title is not None,
         "year": movie.year,
         "runtime_min": movie.runtime_min,
