@@ -9,7 +9,7 @@ imports nothing heavy, so that the command line starts fast.
 """
 
 __all__ = ["CLS", "DISTILL", "MINILM", "MPNET", "PER_SENTENCE", "PER_TEXT", "PLAIN", "SENTENCES", "BertConfig",
-           "LimeConfig", "Sources", "SplitConfig"]  # fmt: skip
+           "LimeConfig", "NbsvmConfig", "Sources", "SplitConfig"]  # fmt: skip
 
 import re
 from pathlib import Path

@@ -4,7 +4,7 @@
 """
 
 __all__ = ["BERT", "CATALOGUE", "DISPLAY_NAMES", "EVAL", "IMDB", "LENGTHS", "MAIN_MODEL", "MODELS", "NBSVM",
-           "POSITIVE", "SST2", "TEACHER"]  # fmt: skip
+           "NEGATIVE", "POSITIVE", "SST2", "TEACHER"]  # fmt: skip
 
 NEGATIVE, POSITIVE = "negative", "positive"
 # Column order of every classifier's ``predict_proba``.

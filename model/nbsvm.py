@@ -9,6 +9,8 @@ Saved with skops, not pickle: loading reads only the types that ``TRUSTED_TYPES`
 for another cannot run code in the server; it is refused, naming what it holds.
 """
 
+__all__ = ["NbsvmClassifier"]
+
 import re
 from collections.abc import Callable
 from functools import lru_cache
