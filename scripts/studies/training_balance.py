@@ -11,7 +11,6 @@ reviews are 2,000 labelled reviews drawn first with the seed; the training revie
 One line per figure, the mean over seeds and the spread.
 
     python scripts/studies/training_balance.py ../shared/data/steam_reviews.csv
-    python scripts/studies/training_balance.py ../shared/data/skytrax_lounge.csv --columns text=content,label=recommended,item=airline_name
 """
 
 import argparse
