@@ -388,6 +388,11 @@ def read_file_splits(
         one = POSITIVE if positives else NEGATIVE
         raise DataError(f"{source.reviews}: every labelled review is {one}: a classifier needs both labels.")
     choice = choose_file_sets(survey, config, unlabeled, curve_size)
+    if not choice.train:
+        raise DataError(
+            f"{source.reviews}: the catalogue's reviews leave no labelled review of one label to train on; give "
+            "fewer --titles, or label more reviews."
+        )
     splits = collect_file_sets(reviews, choice)
     splits.reviews_read, splits.share_positive = reviews.counts.used, positives / (positives + negatives)
     splits.corpus, splits.title_ids, splits.fewer_labels = source.reviews.name, choice.title_ids, choice.fewer_labels
