@@ -19,7 +19,7 @@ import urllib.request
 import zlib
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -346,9 +346,9 @@ class FileSurvey:
     label_of: array = field(default_factory=lambda: array("b"))
     short: array = field(default_factory=lambda: array("b"))
 
-    def positions(self, label: str | None, excluded: set[int]) -> list[int]:
+    def positions(self, label: str | None, excluded: set[int]) -> array:
         code = LABEL_CODES[label]
-        return [i for i, found in enumerate(self.label_of) if found == code and i not in excluded]
+        return array("i", (i for i, found in enumerate(self.label_of) if found == code and i not in excluded))
 
 
 @dataclass
@@ -428,7 +428,7 @@ def choose_file_sets(survey: FileSurvey, config: SplitConfig, unlabeled: int, cu
     the evaluation set (of the labelled rest, in the file's own shares) and a sample of ``unlabeled`` of
     the pool (the reviews without a label and the labelled ones in no set, their labels unused)."""
     rng = random.Random(config.seed)
-    short_of_item = defaultdict(list)
+    short_of_item = defaultdict(lambda: array("i"))
     for place, (item, short) in enumerate(zip(survey.item_of, survey.short, strict=True)):
         if short:
             short_of_item[item].append(place)
@@ -450,13 +450,13 @@ def choose_file_sets(survey: FileSurvey, config: SplitConfig, unlabeled: int, cu
         )
         log.warning("Fewer training reviews: %s.", fewer_labels)
     in_train = {place for places in train.values() for place in places}
-    left = [place for label in (POSITIVE, NEGATIVE) for place in rest[label] if place not in in_train]
-    evaluation = sorted(left if config.eval_size == "all" else sample_at_most(left, config.eval_size, rng))
+    left = array("i", (place for label in (POSITIVE, NEGATIVE) for place in rest[label] if place not in in_train))
+    evaluation = sorted(left if config.eval_size == "all" else sample_at_most(left, config.eval_size, rng))  # fmt: skip
     in_sets = in_catalogue | in_train | set(evaluation)
-    pool = survey.positions(None, in_catalogue) + [place for place in left if place not in in_sets]
+    pool = survey.positions(None, in_catalogue) + array("i", (place for place in left if place not in in_sets))
     return FileChoice(
         catalogue=catalogue, train=train[POSITIVE] + train[NEGATIVE], eval=evaluation,
-        unlabeled=sample_at_most(sorted(pool), unlabeled, rng),
+        unlabeled=sample_at_most(pool, unlabeled, rng),
         train_pool=curve_pool(train, rest, set(evaluation), curve_size, rng),
         title_ids=[survey.items[item] for item in chosen], fewer_labels=fewer_labels,
     )  # fmt: skip
@@ -466,14 +466,14 @@ def curve_pool(train: dict, rest: dict, evaluation: set[int], curve_size: int, r
     """What the learning curve samples its training sets from: the training reviews and others of the labelled
     rest outside the evaluation set, as many of each label (enough for ``curve_size``), so that any size up to
     the pool's is a balanced sample."""
-    others = {label: [place for place in rest[label] if place not in evaluation and place not in train[label]]
-              for label in train}  # fmt: skip
+    taken = evaluation.union(*train.values())
+    others = {label: array("i", (place for place in rest[label] if place not in taken)) for label in train}
     available = min(len(train[label]) + len(others[label]) for label in train)
     each = min(max(curve_size - curve_size // 2, len(train[POSITIVE])), available)
     return [place for label in train for place in train[label] + sample_at_most(others[label], each - len(train[label]), rng)]
 
 
-def sample_at_most(places: list[int], size: int, rng: random.Random) -> list[int]:
+def sample_at_most(places: Sequence[int], size: int, rng: random.Random) -> list[int]:
     """A seeded sample of ``size`` of ``places`` (all of them if there are fewer)."""
     return rng.sample(places, max(0, min(size, len(places))))
 
