@@ -22,15 +22,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from model.config import IMDB_BYTES, IMDB_SHA256, ReviewsSource, Sources, SplitConfig
+from model.config import IMDB_BYTES, IMDB_SHA256, Sources, SplitConfig
 from model.names import NEGATIVE, POSITIVE, SHORT_LABELS
-
-if TYPE_CHECKING:  # imported where it is used: the reader imports DataError from here
-    from model.reviews_file import ReviewsFile
 
 log = logging.getLogger("textflix")
 LABEL_OF = {short: label for label, short in SHORT_LABELS.items()}
@@ -364,38 +360,34 @@ class FileChoice:
     fewer_labels: str | None = None
 
 
-def read_file_splits(
-    source: ReviewsSource, config: SplitConfig, unlabeled: int = 0, curve_size: int = 0
-) -> Splits:
-    """A user's file of reviews split as ``config`` says, in two passes over it as a stream: the first
-    notes each review's item, label and length, the sets are chosen by the reviews' places in the stream,
+def read_file_splits(reviews, path: Path, config: SplitConfig, unlabeled: int = 0, curve_size: int = 0) -> Splits:
+    """The reviews of the user's file at ``path``, as ``reviews`` reads them (a ``model.reviews_file.ReviewsFile``,
+    which imports DataError from here), split as ``config`` says in two passes over the file as a stream: the
+    first notes each review's item, label and length, the sets are chosen by the reviews' places in the stream,
     and the second keeps only the chosen reviews. ``unlabeled``: the size of the seeded sample of the
     unlabeled pool that the build needs (the teacher's reviews, the calibration's); ``curve_size``:
     the largest training set of the learning curve, of which ``train_pool`` keeps a balanced sample."""
-    from model.reviews_file import ReviewsFile
-
-    reviews = ReviewsFile(source.reviews, source.columns, source.label_rule)
     log.info("Reading %s.", reviews.describe())
-    survey = survey_file(reviews, source.reviews, config.max_words)
+    survey = survey_file(reviews, path, config.max_words)
     labelled = Counter(code for code in survey.label_of if code != LABEL_CODES[None])
     positives, negatives = labelled[LABEL_CODES[POSITIVE]], labelled[LABEL_CODES[NEGATIVE]]
     if positives + negatives < MIN_LABELS:
         raise DataError(
-            f"{source.reviews}: {positives + negatives} labelled reviews, too few to train and evaluate on "
+            f"{path}: {positives + negatives} labelled reviews, too few to train and evaluate on "
             f"(at least {MIN_LABELS}); which column is the label, and how its values map, --columns and --label-rule say."
         )
     if not positives or not negatives:
         one = POSITIVE if positives else NEGATIVE
-        raise DataError(f"{source.reviews}: every labelled review is {one}: a classifier needs both labels.")
+        raise DataError(f"{path}: every labelled review is {one}: a classifier needs both labels.")
     choice = choose_file_sets(survey, config, unlabeled, curve_size)
     if not choice.train:
         raise DataError(
-            f"{source.reviews}: the catalogue's reviews leave no labelled review of one label to train on; give "
+            f"{path}: the catalogue's reviews leave no labelled review of one label to train on; give "
             "fewer --titles, or label more reviews."
         )
     splits = collect_file_sets(reviews, choice)
     splits.reviews_read, splits.share_positive = reviews.counts.used, positives / (positives + negatives)
-    splits.corpus, splits.title_ids, splits.fewer_labels = source.reviews.name, choice.title_ids, choice.fewer_labels
+    splits.corpus, splits.title_ids, splits.fewer_labels = path.name, choice.title_ids, choice.fewer_labels
     splits.file_counts = {
         "read": reviews.counts.read, "used": reviews.counts.used, "skipped": dict(reviews.counts.skipped),
         "repaired": reviews.counts.repaired, "labelled": {POSITIVE: positives, NEGATIVE: negatives},
@@ -404,7 +396,7 @@ def read_file_splits(
     return splits
 
 
-def survey_file(reviews: "ReviewsFile", path: Path, max_words: int) -> FileSurvey:
+def survey_file(reviews: Iterable, path: Path, max_words: int) -> FileSurvey:
     """The first pass over ``reviews``, the file at ``path``: what ``FileSurvey`` keeps of each."""
     survey, index = FileSurvey(), {}
     for review in reviews:
@@ -478,7 +470,7 @@ def sample_at_most(places: Sequence[int], size: int, rng: random.Random) -> list
     return rng.sample(places, max(0, min(size, len(places))))
 
 
-def collect_file_sets(reviews: "ReviewsFile", choice: FileChoice) -> Splits:
+def collect_file_sets(reviews: Iterable, choice: FileChoice) -> Splits:
     """The second pass over ``reviews``: the chosen ones, each set in its chosen order, and the names of
     their items (the first name a kept review gives)."""
     wanted = set(choice.catalogue) | set(choice.train) | set(choice.eval) | set(choice.unlabeled) | set(choice.train_pool)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model.data import DataError
 from model.names import NEGATIVE, POSITIVE
 
 ROLES = ("text", "label", "item", "name")
@@ -51,8 +52,6 @@ class ReadCounts:
 
 class ReviewsFile:
     def __init__(self, path: Path, columns: str | None = None, label_rule: str | None = None, max_chars: int = 100_000):
-        from model.data import DataError
-
         self.path, self.label_rule, self.max_chars = Path(path), label_rule, max_chars
         if not self.path.is_file():
             raise DataError(f"{self.path}: no such file (expected a CSV, TSV or JSON Lines file of reviews).")

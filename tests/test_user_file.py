@@ -13,15 +13,17 @@ from app.offline.pipeline import BuildError, Pipeline
 from app.offline.steps import build_steps
 from app.settings import Settings
 from app.web.main import create_app
-from model.config import ReviewsSource, Sources, SplitConfig
+from model.config import Sources, SplitConfig
 from model.data import CATALOGUE_PER_ITEM, DataError, Splits, read_file_splits, read_splits
 from model.names import NEGATIVE, POSITIVE
+from model.reviews_file import ReviewsFile
 
 STEAM_COLUMNS = "text=review,label=voted_up,item=app_id,name=app_name"
 SKYTRAX_COLUMNS = "text=content,label=recommended,item=airline_name"
-# a build of about two minutes on 2 shared cores: one training step of BERT, one catalogue item, no learning curve
+# a build of about two minutes on 2 shared cores: one training step of BERT, one catalogue item of short reviews,
+# no learning curve
 TINY = [
-    "--set", "train_size=16", "--titles", "1", "--set", "eval_size=20", "--set", "epochs=1", "--set", "batch_size=16",
+    "--set", "train_size=16", "--titles", "1", "--set", "max_words=60", "--set", "eval_size=20", "--set", "epochs=1", "--set", "batch_size=16",
     "--set", "max_length=64", "--set", "calibration_folds=0", "--set", "prior_reviews=20", "--set", "lime_samples=8",
     "--set", "word_lime_samples=20", "--set", "learning_curve=", "--device", "cpu",
 ]  # fmt: skip
@@ -54,7 +56,7 @@ def shop_reviews(path: Path, negatives: int = 50, unlabeled: int = 20) -> Path:
 
 def split_file(path: Path, **config) -> Splits:
     config = {"train_size": 40, "titles": 2, "eval_size": 30, "max_words": 250, **config}
-    return read_file_splits(ReviewsSource(reviews=path), SplitConfig(**config), unlabeled=500, curve_size=60)
+    return read_file_splits(ReviewsFile(path), path, SplitConfig(**config), unlabeled=500, curve_size=60)
 
 
 def test_a_files_splits_share_no_text_and_cap_each_catalogue_item(tmp_path):
@@ -179,7 +181,7 @@ def build_and_browse(tmp_path, reviews: Path, columns: str, name: str | None) ->
         assert page.status_code == 200 and (title or item) in page.text
         assert 'class="hl' in client.get(f"/reviews/{review}?analyze=1").text  # the sentences highlighted
         answer = client.post("/api/predict", json={"texts": ["Great fun, I recommend it.", "Awful, a waste of money."]})
-        assert answer.status_code == 200 and len(answer.json()["predictions"]) == 2
+        assert answer.status_code == 200 and len(answer.json()["results"]) == 2
         assert client.get("/about").status_code == 200
 
 

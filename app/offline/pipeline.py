@@ -60,13 +60,13 @@ from model.config import (
     PLAIN,
     PREDATING_VALUES,
     ConfigGroup,
-    ReviewsSource,
     Sources,
     SplitConfig,
 )
 from model.data import Splits, read_file_splits, read_splits
 from model.devices import resolve_device, training_precision
 from model.names import DISPLAY_NAMES, MODELS, TRAIN
+from model.reviews_file import ReviewsFile
 from model.trained import Classifier, ModelUnavailable, load_trained
 
 log = logging.getLogger("textflix")
@@ -374,7 +374,8 @@ class Pipeline:
             if s.reviews is not None:
                 unlabeled = max(s.unlabeled if s.recipe == DISTILL else 0, s.prior_reviews)
                 curve_size = max(s.learning_curve, default=0)
-                self._splits = read_file_splits(s.group(ReviewsSource), s.group(SplitConfig), unlabeled, curve_size)
+                reviews = ReviewsFile(s.reviews, s.columns, s.label_rule)
+                self._splits = read_file_splits(reviews, s.reviews, s.group(SplitConfig), unlabeled, curve_size)
             else:
                 unlabeled = s.recipe == DISTILL or s.prior_reviews > 0
                 self._splits = read_splits(s.group(Sources), s.group(SplitConfig), s.data_dir, unlabeled=unlabeled)
