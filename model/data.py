@@ -373,8 +373,8 @@ def read_file_splits(reviews, path: Path, config: SplitConfig, unlabeled: int = 
     positives, negatives = labelled[LABEL_CODES[POSITIVE]], labelled[LABEL_CODES[NEGATIVE]]
     if positives + negatives < MIN_LABELS:
         raise DataError(
-            f"{path}: {positives + negatives} labelled reviews, too few to train and evaluate on "
-            f"(at least {MIN_LABELS}); which column is the label, and how its values map, --columns and --label-rule say."
+            f"{path}: {positives + negatives} labelled reviews, too few to train and evaluate on (at least "
+            f"{MIN_LABELS}); which column is the label, and how its values map, --columns and --label-rule say."
         )
     if not positives or not negatives:
         one = POSITIVE if positives else NEGATIVE
@@ -443,7 +443,7 @@ def choose_file_sets(survey: FileSurvey, config: SplitConfig, unlabeled: int, cu
         log.warning("Fewer training reviews: %s.", fewer_labels)
     in_train = {place for places in train.values() for place in places}
     left = array("i", (place for label in (POSITIVE, NEGATIVE) for place in rest[label] if place not in in_train))
-    evaluation = sorted(left if config.eval_size == "all" else sample_at_most(left, config.eval_size, rng))  # fmt: skip
+    evaluation = sorted(left if config.eval_size == "all" else sample_at_most(left, config.eval_size, rng))
     in_sets = in_catalogue | in_train | set(evaluation)
     pool = survey.positions(None, in_catalogue) + array("i", (place for place in left if place not in in_sets))
     return FileChoice(
@@ -462,7 +462,8 @@ def curve_pool(train: dict, rest: dict, evaluation: set[int], curve_size: int, r
     others = {label: array("i", (place for place in rest[label] if place not in taken)) for label in train}
     available = min(len(train[label]) + len(others[label]) for label in train)
     each = min(max(curve_size - curve_size // 2, len(train[POSITIVE])), available)
-    return [place for label in train for place in train[label] + sample_at_most(others[label], each - len(train[label]), rng)]
+    extra = {label: sample_at_most(others[label], each - len(train[label]), rng) for label in train}
+    return [place for label in train for place in train[label] + extra[label]]
 
 
 def sample_at_most(places: Sequence[int], size: int, rng: random.Random) -> list[int]:
@@ -473,7 +474,7 @@ def sample_at_most(places: Sequence[int], size: int, rng: random.Random) -> list
 def collect_file_sets(reviews: Iterable, choice: FileChoice) -> Splits:
     """The second pass over ``reviews``: the chosen ones, each set in its chosen order, and the names of
     their items (the first name a kept review gives)."""
-    wanted = set(choice.catalogue) | set(choice.train) | set(choice.eval) | set(choice.unlabeled) | set(choice.train_pool)
+    wanted = {*choice.catalogue, *choice.train, *choice.eval, *choice.unlabeled, *choice.train_pool}
     kept, movies = {}, {}
     for place, review in enumerate(reviews):
         if place in wanted:

@@ -23,7 +23,8 @@ SKYTRAX_COLUMNS = "text=content,label=recommended,item=airline_name"
 # a build of about two minutes on 2 shared cores: one training step of BERT, one catalogue item of short reviews,
 # no learning curve
 TINY = [
-    "--set", "train_size=16", "--titles", "1", "--set", "max_words=60", "--set", "eval_size=20", "--set", "epochs=1", "--set", "batch_size=16",
+    "--set", "train_size=16", "--titles", "1", "--set", "max_words=60", "--set", "eval_size=20", "--set", "epochs=1",
+    "--set", "batch_size=16",
     "--set", "max_length=64", "--set", "calibration_folds=0", "--set", "prior_reviews=20", "--set", "lime_samples=8",
     "--set", "word_lime_samples=20", "--set", "learning_curve=", "--device", "cpu",
 ]  # fmt: skip
@@ -69,7 +70,8 @@ def test_a_files_splits_share_no_text_and_cap_each_catalogue_item(tmp_path):
     assert sum(map(len, texts)) == len(set().union(*texts))  # no text in two sets
     assert len(splits.train) == 40 and [r.label for r in splits.train].count(NEGATIVE) == 20
     assert len(splits.eval) == 30 and all(r.label is not None for r in splits.eval)
-    assert splits.movies == {"kettle-2000": {"title": "Kettle"}, "toaster": {"title": "Toaster"}, "fan": {"title": "Fan"}}
+    names = {"kettle-2000": "Kettle", "toaster": "Toaster", "fan": "Fan"}
+    assert splits.movies == {item: {"title": name} for item, name in names.items()}  # the lamp has no name
     assert splits.file_counts["skipped"] == {"duplicate": 1} and splits.file_counts["read"] == 200
     labelled = splits.file_counts["labelled"]
     assert splits.share_positive == labelled[POSITIVE] / (labelled[POSITIVE] + labelled[NEGATIVE])
@@ -139,8 +141,8 @@ def test_the_data_step_stores_a_files_items_reviews_and_counts_and_refuses_anoth
 
 def test_a_data_step_killed_after_its_commit_resumes(tmp_path):
     """A build stopped after the data step's transaction, before the step was recorded, carries on."""
-    settings = Settings(data_dir=tmp_path / "data", reviews=shop_reviews(tmp_path / "shop.csv"), train_size=40, titles=2,
-                        eval_size=30)  # fmt: skip
+    shop = shop_reviews(tmp_path / "shop.csv")
+    settings = Settings(data_dir=tmp_path / "data", reviews=shop, train_size=40, titles=2, eval_size=30)
     Pipeline(settings, build_steps, progress=False).run(until="data")
     db = tmp_path / "data" / "textflix.db"
     with sqlite3.connect(db) as connection:

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from app.db import Movie, Review, Run, Sentence, session_scope
 from app.offline.pipeline import BuildError, Pipeline, Step
 from model.data import Splits
-from model.names import CATALOGUE, EVAL, FILE, IMDB, TRAIN
+from model.names import CATALOGUE, EVAL, FILE, IMDB, NEGATIVE, POSITIVE, TRAIN
 from model.sentences import split_sentences
 
 log = logging.getLogger("textflix")
@@ -22,8 +22,9 @@ class ReadData(Step):
 
     def prepare(self, build: Pipeline) -> None:
         if not build.splits().eval:  # before hours of training and explaining, not at the evaluate step
+            kind = "test" if build.settings.reviews is None else "labelled"
             raise BuildError(
-                f"No {'test' if build.settings.reviews is None else 'labelled'} review is left for the evaluation set: the catalogue took them all (--titles "
+                f"No {kind} review is left for the evaluation set: the catalogue took them all (--titles "
                 f"{build.settings.titles}, --set max_words={build.settings.max_words}); lower either, so that "
                 "the build can measure its models."
             )
@@ -74,9 +75,10 @@ def file_counts(splits: Splits) -> dict:
     skipped = ", ".join(f"{n:,} {reason}" for reason, n in sorted(counts["skipped"].items())) or "none"
     labelled = counts["labelled"]
     log.info(
-        "%s: %s rows read = %s used + %s skipped (%s); %s repaired; labelled %s positive, %s negative (%.0f %% positive).",
-        splits.corpus, f"{counts['read']:,}", f"{counts['used']:,}", f"{sum(counts['skipped'].values()):,}", skipped,
-        f"{counts['repaired']:,}", f"{labelled['positive']:,}", f"{labelled['negative']:,}", 100 * splits.share_positive,
+        "%s: %s rows read = %s used + %s skipped (%s); %s repaired; labelled %s positive, %s negative (%.0f %%).",
+        splits.corpus, f"{counts['read']:,}", f"{counts['used']:,}", f"{sum(counts['skipped'].values()):,}",
+        skipped, f"{counts['repaired']:,}", f"{labelled[POSITIVE]:,}", f"{labelled[NEGATIVE]:,}",
+        100 * splits.share_positive,
     )  # fmt: skip
     return {**counts, **({"fewer_labels": splits.fewer_labels} if splits.fewer_labels else {})}
 
