@@ -53,16 +53,7 @@ from app.offline.estimates import Costs, StepClock, Work
 from app.settings import Settings
 from model import checkpoints
 from model.checkpoints import Checkpoint
-from model.config import (
-    AUTO,
-    DISTILL,
-    MPNET,
-    PLAIN,
-    PREDATING_VALUES,
-    ConfigGroup,
-    Sources,
-    SplitConfig,
-)
+from model.config import AUTO, DISTILL, MPNET, PLAIN, PREDATING_VALUES, ConfigGroup, Sources, SplitConfig
 from model.data import Splits, read_file_splits, read_splits
 from model.devices import resolve_device, training_precision
 from model.names import DISPLAY_NAMES, MODELS, TRAIN
