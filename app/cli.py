@@ -37,7 +37,8 @@ FLAG_NAMES = {"database_url": "--database"}
 # other setting of a command's groups is a --set NAME=VALUE of it.
 STORAGE_FLAGS = ("data_dir", "database_url")
 BUILD_FLAGS = (
-    *STORAGE_FLAGS, "imdb", "movies", "sst2", "rationales", "device", "seed", "titles", "engine", "ray_address"
+    *STORAGE_FLAGS, "reviews", "columns", "label_rule", "imdb", "movies", "sst2", "rationales", "device", "seed",
+    "titles", "engine", "ray_address",
 )  # fmt: skip
 SERVE_FLAGS = (
     *STORAGE_FLAGS, "device", "host", "port", "workers", "trusted_proxies", "allow_anonymous_writes", "item_noun"

@@ -26,6 +26,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, sessionmaker
 
 from model.curve import LEARNING_CURVE, readable
+from model.data import ITEM_ID_CHARS
 from model.names import IMDB, MODELS
 
 # SQLite: how long a writer waits for another process's write to finish (build and server alike).
@@ -49,7 +50,7 @@ class PerModel:
 class Movie(Base):
     __tablename__ = "movies"
 
-    title_id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    title_id: Mapped[str] = mapped_column(String(ITEM_ID_CHARS), primary_key=True)  # IMDB's title id, or a file's item id
     title: Mapped[str | None] = mapped_column(Text)
     year: Mapped[int | None] = mapped_column(Integer)
     runtime_min: Mapped[int | None] = mapped_column(Integer)
@@ -73,7 +74,7 @@ class Review(Base):
     label: Mapped[str | None] = mapped_column(String(8))  # gold label, if known
     rating: Mapped[int | None] = mapped_column(Integer)  # 1-10 stars, IMDB reviews only
     split: Mapped[str] = mapped_column(String(16))  # model.names: TRAIN, CATALOGUE or EVAL
-    source: Mapped[str] = mapped_column(String(8), default=IMDB)  # or USER
+    source: Mapped[str] = mapped_column(String(8), default=IMDB)  # or FILE, USER, ERASER
     source_key: Mapped[str | None] = mapped_column(String(64), unique=True)  # e.g. test/pos/12_8
     word_count: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -9,7 +9,7 @@ imports nothing heavy, so that the command line starts fast.
 """
 
 __all__ = ["CLS", "DISTILL", "MINILM", "MPNET", "PER_SENTENCE", "PER_TEXT", "PLAIN", "SENTENCES", "BertConfig",
-           "LimeConfig", "NbsvmConfig", "Sources", "SplitConfig"]  # fmt: skip
+           "LimeConfig", "NbsvmConfig", "ReviewsSource", "Sources", "SplitConfig"]  # fmt: skip
 
 import re
 from pathlib import Path
@@ -106,6 +106,31 @@ class Sources(ConfigGroup):
         if self.imdb_sha256 is None and self.imdb == IMDB_URL:
             return IMDB_SHA256
         return self.imdb_sha256
+
+
+class ReviewsSource(ConfigGroup):
+    """A user's own file of reviews, read instead of the IMDB archive (``model.reviews_file``)."""
+
+    shapes_build = True
+
+    reviews: Path | None = Field(
+        None, description="A file of reviews (CSV, TSV or JSON Lines) that the build reads instead of the IMDB "
+        "archive and the movie metadata: its items (games, hotels, products) make the catalogue."
+    )  # fmt: skip
+    columns: str | None = Field(
+        None, description="Which columns of --reviews are the text, the label, the item and its name, e.g. "
+        "text=review,label=voted_up,item=app_id,name=app_name; default: found from common column names."
+    )  # fmt: skip
+    label_rule: str | None = Field(
+        None, description="How --reviews' label column, a rating, maps to labels: its scale and the ratings of "
+        "each label, e.g. scale=1-5,positive=4-5,negative=1-2 (3 left out); default: yes/no values."
+    )  # fmt: skip
+
+    @field_validator("reviews", mode="after")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        # the run record compares the file, whichever folder a later `textflix up` runs in
+        return value.expanduser().resolve() if value is not None else None
 
 
 class SplitConfig(Seeded):

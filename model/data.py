@@ -1,11 +1,13 @@
-"""The IMDB review archive and movie metadata: download, read, split.
+"""The reviews a build reads, and their splits: IMDB's archive with its movie metadata, or a user's file.
 
 The archive is read member by member with ``tarfile`` (never unpacked), review
 ``N_R.txt`` of a folder gets the title on line N of that folder's ``urls_*.txt``.
+A user's file (``model.reviews_file``) is read twice as a stream (``read_file_splits``): its items
+are the titles.
 """
 
-__all__ = ["UnlabeledReview", "balanced_sample", "read_archive", "read_splits", "read_sst2", "read_unlabeled",
-           "sample_unlabeled"]  # fmt: skip
+__all__ = ["UnlabeledReview", "balanced_sample", "read_archive", "read_file_splits", "read_splits", "read_sst2",
+           "read_unlabeled", "sample_unlabeled"]  # fmt: skip
 
 import csv
 import hashlib
@@ -15,15 +17,16 @@ import re
 import tarfile
 import urllib.request
 import zlib
+from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
 
 from model.config import IMDB_BYTES, IMDB_SHA256, Sources, SplitConfig
-from model.names import NEGATIVE, POSITIVE, SHORT_LABELS
+from model.names import IMDB_CORPUS, NEGATIVE, POSITIVE, SHORT_LABELS
 
 log = logging.getLogger("textflix")
 LABEL_OF = {short: label for label, short in SHORT_LABELS.items()}
@@ -39,16 +42,28 @@ MOVIE_COLUMNS = [
 ]  # fmt: skip
 
 
+# IMDB's archive holds at most 30 reviews of a title in a split, so no title of its catalogue has more. A user's
+# file may hold thousands of one item's (Steam's: up to 2,050 a game), which would make the catalogue a few
+# items' and its explaining hours long: each catalogue item gets at most this many, a seeded sample.
+CATALOGUE_PER_ITEM = 30
+# Fewer labelled reviews than this in a user's file are too few to train on and measure with.
+MIN_LABELS = 50
+FILE_SPLIT = "file"  # RawReview.split of a user's file's reviews
+ITEM_ID_CHARS = 64  # the longest item id of a user's file: the database's movies.title_id
+# The first pass over a user's file keeps, for each review used, its label as one of these codes.
+LABEL_CODES = {POSITIVE: 1, NEGATIVE: 0, None: -1}
+
+
 class DataError(Exception):
     """Input data that cannot be used; the message names the file and the problem."""
 
 
 @dataclass(frozen=True)
 class RawReview:
-    key: str  # "test/pos/123_8": split, folder, file stem
-    split: str  # "train" or "test" in the archive
-    label: str
-    rating: int
+    key: str  # "test/pos/123_8": split, folder, file stem; "row 12" of a user's file
+    split: str  # "train" or "test" in the archive; FILE_SPLIT for a user's file
+    label: str | None  # None: a user's file's review without a label
+    rating: int | None  # IMDB's stars; None for a user's file (its ratings are on its own scale)
     title_id: str
     text: str
 
@@ -76,6 +91,10 @@ class Splits:
     archive: Path | None = None  # where they were read from, and how many reviews it held
     reviews_read: int = 0
     unlabeled: list[UnlabeledReview] = field(default_factory=list)  # when asked for (read_splits)
+    share_positive: float = 0.5  # of the positives among the labelled reviews read
+    corpus: str = IMDB_CORPUS  # or the name of the file read
+    file_counts: dict = field(default_factory=dict)  # a user's file: what its reader read, used, skipped, repaired
+    fewer_labels: str | None = None  # why a user's file gives fewer training reviews than train_size
 
     @property
     def title_ids_used(self) -> set[str]:
@@ -305,9 +324,174 @@ def read_splits(sources: Sources, config: SplitConfig, data_dir: Path, unlabeled
     movies = read_movies(sources.movies, {r.title_id for r in reviews}) if sources.movies else {}
     splits = make_splits(reviews, config, movies)
     splits.archive, splits.reviews_read = archive, len(reviews)
+    splits.share_positive = sum(r.label == POSITIVE for r in reviews) / len(reviews)
     if unlabeled:
         splits.unlabeled = read_unlabeled(archive, reviews)
     splits.movies = {title_id: movies[title_id] for title_id in splits.title_ids_used if title_id in movies}
+    return splits
+
+
+@dataclass
+class FileSurvey:
+    """The first pass over a user's file: for each review it uses, by its place in the stream, its item (an
+    index into ``items``), its label (``LABEL_CODES``) and whether it is short enough for the catalogue.
+    Arrays of small numbers, so that a file of a million reviews takes a few megabytes here."""
+
+    items: list[str] = field(default_factory=list)
+    item_of: array = field(default_factory=lambda: array("i"))
+    label_of: array = field(default_factory=lambda: array("b"))
+    short: array = field(default_factory=lambda: array("b"))
+
+    def positions(self, label: str | None, excluded: set[int]) -> array:
+        code = LABEL_CODES[label]
+        return array("i", (i for i, found in enumerate(self.label_of) if found == code and i not in excluded))
+
+
+@dataclass
+class FileChoice:
+    """The places in the stream of the reviews each set takes (``choose_file_sets``)."""
+
+    catalogue: list[int]
+    train: list[int]
+    eval: list[int]
+    unlabeled: list[int]
+    train_pool: list[int]
+    title_ids: list[str]
+    fewer_labels: str | None = None
+
+
+def read_file_splits(reviews, path: Path, config: SplitConfig, unlabeled: int = 0, curve_size: int = 0) -> Splits:
+    """The reviews of the user's file at ``path``, as ``reviews`` reads them (a ``model.reviews_file.ReviewsFile``,
+    which imports DataError from here), split as ``config`` says in two passes over the file as a stream: the
+    first notes each review's item, label and length, the sets are chosen by the reviews' places in the stream,
+    and the second keeps only the chosen reviews. ``unlabeled``: the size of the seeded sample of the
+    unlabeled pool that the build needs (the teacher's reviews, the calibration's); ``curve_size``:
+    the largest training set of the learning curve, of which ``train_pool`` keeps a balanced sample."""
+    log.info("Reading %s.", reviews.describe())
+    survey = survey_file(reviews, path, config.max_words)
+    labelled = Counter(code for code in survey.label_of if code != LABEL_CODES[None])
+    positives, negatives = labelled[LABEL_CODES[POSITIVE]], labelled[LABEL_CODES[NEGATIVE]]
+    if positives + negatives < MIN_LABELS:
+        raise DataError(
+            f"{path}: {positives + negatives} labelled reviews, too few to train and evaluate on (at least "
+            f"{MIN_LABELS}); which column is the label, and how its values map, --columns and --label-rule say."
+        )
+    if not positives or not negatives:
+        one = POSITIVE if positives else NEGATIVE
+        raise DataError(f"{path}: every labelled review is {one}: a classifier needs both labels.")
+    choice = choose_file_sets(survey, config, unlabeled, curve_size)
+    if not choice.train:
+        raise DataError(
+            f"{path}: the catalogue's reviews leave no labelled review of one label to train on; give "
+            "fewer --titles, or label more reviews."
+        )
+    splits = collect_file_sets(reviews, choice)
+    splits.reviews_read, splits.share_positive = reviews.counts.used, positives / (positives + negatives)
+    splits.corpus, splits.title_ids, splits.fewer_labels = path.name, choice.title_ids, choice.fewer_labels
+    splits.file_counts = {
+        "read": reviews.counts.read, "used": reviews.counts.used, "skipped": dict(reviews.counts.skipped),
+        "repaired": reviews.counts.repaired, "labelled": {POSITIVE: positives, NEGATIVE: negatives},
+        "reader": reviews.describe(), "columns": reviews.columns_chosen,
+    }  # fmt: skip
+    return splits
+
+
+def survey_file(reviews: Iterable, path: Path, max_words: int) -> FileSurvey:
+    """The first pass over ``reviews``, the file at ``path``: what ``FileSurvey`` keeps of each."""
+    survey, index = FileSurvey(), {}
+    for review in reviews:
+        if len(review.item_id) > ITEM_ID_CHARS:
+            raise DataError(
+                f"{path}, {review.key}: the item id {review.item_id[:80]!r} is longer than {ITEM_ID_CHARS} "
+                "characters; is the item column (--columns item=NAME) the right one?"
+            )
+        if (item := index.get(review.item_id)) is None:
+            item = index[review.item_id] = len(survey.items)
+            survey.items.append(review.item_id)
+        survey.item_of.append(item)
+        survey.label_of.append(LABEL_CODES[review.label])
+        survey.short.append(len(review.text.split()) <= max_words)
+    return survey
+
+
+def choose_file_sets(survey: FileSurvey, config: SplitConfig, unlabeled: int, curve_size: int) -> FileChoice:
+    """The reviews of each set, by place: the catalogue (the items with the most short reviews, at most
+    CATALOGUE_PER_ITEM of each, labelled or not), the training set (balanced, from the labelled rest),
+    the evaluation set (of the labelled rest, in the file's own shares) and a sample of ``unlabeled`` of
+    the pool (the reviews without a label and the labelled ones in no set, their labels unused)."""
+    rng = random.Random(config.seed)
+    short_of_item = defaultdict(lambda: array("i"))
+    for place, (item, short) in enumerate(zip(survey.item_of, survey.short, strict=True)):
+        if short:
+            short_of_item[item].append(place)
+    ranked = sorted(short_of_item, key=lambda item: (-len(short_of_item[item]), survey.items[item]))
+    chosen = ranked if config.titles == "all" else ranked[: config.titles]
+    catalogue = [place for item in chosen for place in sample_at_most(short_of_item[item], CATALOGUE_PER_ITEM, rng)]
+    in_catalogue = set(catalogue)
+    rest = {label: survey.positions(label, in_catalogue) for label in (POSITIVE, NEGATIVE)}
+    # half of the scarcer label's rest at most, so that the other half is left to evaluate with
+    most = min(len(rest[POSITIVE]), len(rest[NEGATIVE])) // 2
+    wanted = {POSITIVE: config.train_size - config.train_size // 2, NEGATIVE: config.train_size // 2}
+    train = {label: sample_at_most(rest[label], min(wanted[label], most), rng) for label in wanted}
+    fewer_labels = None
+    if (trained := sum(map(len, train.values()))) < config.train_size:
+        fewer_labels = (
+            f"the file's labelled reviews outside the catalogue are {len(rest[POSITIVE])} positive and "
+            f"{len(rest[NEGATIVE])} negative, so the models train on {trained} of the {config.train_size} wanted "
+            "(half of each label, and no more than half of the scarcer label's, the rest kept for evaluation)"
+        )
+        log.warning("Fewer training reviews: %s.", fewer_labels)
+    in_train = {place for places in train.values() for place in places}
+    left = array("i", (place for label in (POSITIVE, NEGATIVE) for place in rest[label] if place not in in_train))
+    evaluation = sorted(left if config.eval_size == "all" else sample_at_most(left, config.eval_size, rng))
+    in_sets = in_catalogue | in_train | set(evaluation)
+    pool = survey.positions(None, in_catalogue) + array("i", (place for place in left if place not in in_sets))
+    return FileChoice(
+        catalogue=catalogue, train=train[POSITIVE] + train[NEGATIVE], eval=evaluation,
+        unlabeled=sample_at_most(pool, unlabeled, rng),
+        train_pool=curve_pool(train, rest, set(evaluation), curve_size, rng),
+        title_ids=[survey.items[item] for item in chosen], fewer_labels=fewer_labels,
+    )  # fmt: skip
+
+
+def curve_pool(train: dict, rest: dict, evaluation: set[int], curve_size: int, rng: random.Random) -> list[int]:
+    """What the learning curve samples its training sets from: the training reviews and others of the labelled
+    rest outside the evaluation set, as many of each label (enough for ``curve_size``), so that any size up to
+    the pool's is a balanced sample."""
+    taken = evaluation.union(*train.values())
+    others = {label: array("i", (place for place in rest[label] if place not in taken)) for label in train}
+    available = min(len(train[label]) + len(others[label]) for label in train)
+    each = min(max(curve_size - curve_size // 2, len(train[POSITIVE])), available)
+    extra = {label: sample_at_most(others[label], each - len(train[label]), rng) for label in train}
+    return [place for label in train for place in train[label] + extra[label]]
+
+
+def sample_at_most(places: Sequence[int], size: int, rng: random.Random) -> list[int]:
+    """A seeded sample of ``size`` of ``places`` (all of them if there are fewer)."""
+    return rng.sample(places, max(0, min(size, len(places))))
+
+
+def collect_file_sets(reviews: Iterable, choice: FileChoice) -> Splits:
+    """The second pass over ``reviews``: the chosen ones, each set in its chosen order, and the names of
+    their items (the first name a kept review gives)."""
+    wanted = {*choice.catalogue, *choice.train, *choice.eval, *choice.unlabeled, *choice.train_pool}
+    kept, movies = {}, {}
+    for place, review in enumerate(reviews):
+        if place in wanted:
+            kept[place] = review
+            if review.item_name and review.item_id not in movies:
+                movies[review.item_id] = {"title": review.item_name}
+
+    def raw(places: list[int]) -> list[RawReview]:
+        return [RawReview(key=kept[p].key, split=FILE_SPLIT, label=kept[p].label, rating=None,
+                          title_id=kept[p].item_id, text=kept[p].text) for p in places]  # fmt: skip
+
+    splits = Splits(
+        train=raw(choice.train), catalogue=raw(choice.catalogue), eval=raw(choice.eval),
+        train_pool=raw(choice.train_pool),
+        unlabeled=[UnlabeledReview(key=kept[p].key, text=kept[p].text) for p in choice.unlabeled],
+    )  # fmt: skip
+    splits.movies = {item: movies[item] for item in splits.title_ids_used if item in movies}
     return splits
 
 

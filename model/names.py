@@ -33,8 +33,11 @@ RATIONALES = "rationales"
 # the length table of the run record's metrics (model.lengths).
 SST2, LENGTHS = "sst2", "lengths"
 
-# Review.source: the IMDB archive, a user of the site (whose labels are not gold), or ERASER's movie reviews.
-IMDB, USER, ERASER = "imdb", "user", "eraser"
+# Review.source: the IMDB archive, a user's own file of reviews (--reviews), a user of the site (whose labels
+# are not gold), or ERASER's movie reviews. A build reads one corpus: the archive or the file.
+IMDB, FILE, USER, ERASER = "imdb", "file", "user", "eraser"
+CORPORA = (IMDB, FILE)  # the sources whose labels are gold
+IMDB_CORPUS = "IMDB"  # the run record's counts["corpus"] of a build on the archive (absent before issue 53)
 
 # Explanation.level: one weight per sentence (both models) or per word (WORD_LEVEL_MODEL).
 SENTENCE, WORD = "sentence", "word"

@@ -31,6 +31,8 @@ SHARED_ARCHIVE = SHARED_DATA / "aclImdb_v1.tar.gz"
 SHARED_MOVIES = SHARED_DATA / "movies.tsv"
 SHARED_SST2 = SHARED_DATA / "sst2_dev.tsv"
 SHARED_ERASER = SHARED_DATA / "eraser_movies.tar.gz"
+SHARED_STEAM = SHARED_DATA / "steam_reviews.csv"
+SHARED_SKYTRAX = SHARED_DATA / "skytrax_lounge.csv"
 MEMBER = re.compile(r"^aclImdb/(train|test)/(pos|neg)/(\d+)_\d+\.txt$")
 UNSUP_MEMBER = re.compile(r"^aclImdb/train/unsup/(\d+)_0\.txt$")
 SUBSET_UNSUP = 200  # unlabeled reviews in real_subset_archive
@@ -110,6 +112,18 @@ def shared_eraser() -> Path:
 
 
 @pytest.fixture(scope="session")
+def shared_steam() -> Path:
+    """Steam reviews of 101 games (steam_reviews.csv), a corpus that is not IMDB."""
+    return shared_file(SHARED_STEAM)
+
+
+@pytest.fixture(scope="session")
+def shared_skytrax() -> Path:
+    """Airline lounge reviews (skytrax_lounge.csv), a corpus that is not IMDB."""
+    return shared_file(SHARED_SKYTRAX)
+
+
+@pytest.fixture(scope="session")
 def real_reviews(shared_archive):
     """Every labelled review of the real archive."""
     from model.data import read_archive
@@ -144,7 +158,7 @@ def _short_train_reviews(real_reviews, per_class: int) -> list:
     return [r for pair in zip(chosen["positive"], chosen["negative"]) for r in pair]
 
 
-SHARED_FIXTURES = {"shared_archive", "shared_movies", "shared_sst2", "shared_eraser"}
+SHARED_FIXTURES = {"shared_archive", "shared_movies", "shared_sst2", "shared_eraser", "shared_steam", "shared_skytrax"}
 
 
 def pytest_collection_modifyitems(items):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-README_MAX_LINES = 150
+README_MAX_LINES = 155  # 150, and the section on bringing your own reviews
 MODEL_README_MAX_LINES = 300
 PAGES = [ROOT / "README.md", ROOT / "model" / "README.md", ROOT / "scripts" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")  # the target of [text](target) and ![alt](target)

@@ -54,9 +54,10 @@ from app.settings import Settings
 from model import checkpoints
 from model.checkpoints import Checkpoint
 from model.config import AUTO, DISTILL, MPNET, PLAIN, PREDATING_VALUES, ConfigGroup, Sources, SplitConfig
-from model.data import Splits, read_splits
+from model.data import Splits, read_file_splits, read_splits
 from model.devices import resolve_device, training_precision
 from model.names import DISPLAY_NAMES, MODELS, TRAIN
+from model.reviews_file import ReviewsFile
 from model.trained import Classifier, ModelUnavailable, load_trained
 
 log = logging.getLogger("textflix")
@@ -357,15 +358,22 @@ class Pipeline:
                 setattr(run, name, {**getattr(run, name), **values})
 
     def splits(self) -> Splits:
-        """The archive read and split as the settings say, once per process."""
+        """The reviews read and split as the settings say, once per process: the user's file of --reviews,
+        or else the IMDB archive."""
         if self._splits is None:
             s = self.settings
-            unlabeled = s.recipe == DISTILL or s.prior_reviews > 0
-            self._splits = read_splits(s.group(Sources), s.group(SplitConfig), s.data_dir, unlabeled=unlabeled)
+            if s.reviews is not None:
+                unlabeled = max(s.unlabeled if s.recipe == DISTILL else 0, s.prior_reviews)
+                curve_size = max(s.learning_curve, default=0)
+                reviews = ReviewsFile(s.reviews, s.columns, s.label_rule)
+                self._splits = read_file_splits(reviews, s.reviews, s.group(SplitConfig), unlabeled, curve_size)
+            else:
+                unlabeled = s.recipe == DISTILL or s.prior_reviews > 0
+                self._splits = read_splits(s.group(Sources), s.group(SplitConfig), s.data_dir, unlabeled=unlabeled)
             log.info(
                 "Read %d reviews from %s: %d for training, %d in the catalogue (%d titles), "
                 "%d for evaluation, %d duplicates dropped.",
-                self._splits.reviews_read, self._splits.archive, len(self._splits.train),
+                self._splits.reviews_read, self._splits.archive or s.reviews, len(self._splits.train),
                 len(self._splits.catalogue), len(self._splits.title_ids), len(self._splits.eval),
                 self._splits.dropped_duplicates,
             )  # fmt: skip

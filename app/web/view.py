@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 
-from model.names import MAIN_MODEL, MODELS
+from model.names import IMDB_CORPUS, MAIN_MODEL, MODELS
 
 # Dashboard sort orders ("sorted by most: ..."): two always, two with Analyze, two with accuracy.
 DEFAULT_SORT = "reviews"
@@ -157,7 +157,6 @@ class View:
         }
 
 
-IMDB_CORPUS = "IMDB"  # the run record's counts["corpus"] of a build on the IMDB archive (absent before issue 53)
 IMDB_NOUN = "title"  # IMDb's word for its entries, which the pages have always used
 FILE_NOUN = "item"
 MOVIE_ROUTE, ITEM_ROUTE = "/movies", "/items"

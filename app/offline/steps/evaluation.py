@@ -23,9 +23,9 @@ from model.lengths import BAND_NAMES, band_accuracies, band_sizes, length_set
 from model.metrics import accuracy, classification_report
 from model.names import (
     CATALOGUE,
+    CORPORA,
     DISPLAY_NAMES,
     EVAL,
-    IMDB,
     LENGTHS,
     MAIN_MODEL,
     MODELS,
@@ -64,7 +64,7 @@ class Evaluate(Step):
                     rows = session.execute(
                         select(Review.label, Prediction.p_positive)
                         .join(Prediction, Prediction.review_id == Review.id)
-                        .where(Review.split == split, Review.source == IMDB, Prediction.model == name)
+                        .where(Review.split == split, Review.source.in_(CORPORA), Prediction.model == name)
                     ).all()
                     metrics[name][split] = classification_report([r.label for r in rows], [r.p_positive for r in rows])
         _, evaluation = evaluation_reviews(build)

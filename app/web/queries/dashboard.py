@@ -10,8 +10,8 @@ from app.db import Movie, Review
 from app.web.catalogue_cache import kept
 from app.web.queries.rows import MOVIE_COLUMNS, corpus_of, movie_dict
 from app.web.queries.summaries import in_view, model_summaries
-from app.web.view import IMDB_CORPUS, View
-from model.names import CATALOGUE
+from app.web.view import View
+from model.names import CATALOGUE, IMDB_CORPUS
 
 
 def _missing_last(value: float | None, descending: bool) -> tuple:

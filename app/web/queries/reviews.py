@@ -19,8 +19,8 @@ from app.web.queries.rows import (
     words_by_review,
 )
 from app.web.queries.summaries import confidence_of, summaries
-from app.web.view import IMDB_CORPUS, View
-from model.names import MODELS, NEGATIVE, POSITIVE
+from app.web.view import View
+from model.names import IMDB_CORPUS, MODELS, NEGATIVE, POSITIVE
 
 
 def key_sentence(sentences: list[dict], model: str, label: str) -> dict | None:

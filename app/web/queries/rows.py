@@ -11,11 +11,10 @@ from sqlalchemy import Select, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, aliased
 
 from app.db import Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight
-from app.web.view import IMDB_CORPUS
-from model.names import CATALOGUE, IMDB, MODELS, SENTENCE, USER, WORD_LEVEL_MODEL
+from model.names import CATALOGUE, CORPORA, IMDB_CORPUS, MODELS, SENTENCE, USER, WORD_LEVEL_MODEL
 from model.quality import LOG_ODDS, QUALITY_FIELDS, assessment
 
-GOLD = case((Review.source == IMDB, Review.label))  # a user's label is no gold label
+GOLD = case((Review.source.in_(CORPORA), Review.label))  # a user's label is no gold label
 USER_LABEL = case((Review.source == USER, Review.label))
 # The explanation columns a page needs beside the highlights (``explanation_trust``).
 TRUST_COLUMNS = ("score", "target", "stability", "comprehensiveness", "random_comprehensiveness")
