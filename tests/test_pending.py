@@ -310,7 +310,8 @@ def test_openapi_documents_the_pending_mark(pending):
 
 @pytest.mark.slow
 def test_a_real_build_served_from_nbsvm_on_gets_bert_without_a_restart(tmp_path, real_subset_archive):
-    """A tiny real build up to NB-SVM's explanations, served; a review stored while BERT is pending; the
+    """A tiny real build up to NB-SVM's predictions, served: every review with NB-SVM's prediction, its
+    highlights to come; then up to NB-SVM's explanations, served; a review stored while BERT is pending; the
     build goes on to BERT's explanations, and the same server answers with BERT, the review read by it."""
     from app.offline.pipeline import Pipeline
     from app.offline.steps import build_steps
@@ -320,6 +321,16 @@ def test_a_real_build_served_from_nbsvm_on_gets_bert_without_a_restart(tmp_path,
         max_length=96, calibration_folds=2, prior_reviews=40, lime_samples=8, word_lime_samples=20, device="cpu",
         build_poll_s=3600, allow_anonymous_writes=True,
     )  # fmt: skip
+    Pipeline(settings, build_steps, progress=False).run(until="predict_nbsvm")
+    with TestClient(create_app(settings), base_url="http://localhost") as client:  # NB-SVM predicted, not explained
+        data = client.get("/index.json?analyze=1").json()
+        assert data["view"]["models"] == ["nbsvm"] and data["build"]["explained"] == []
+        assert data["build"]["line"].endswith(
+            "NB-SVM's highlights are not all computed yet: the build is between two steps (`textflix up` resumes one "
+            "that stopped); a review not explained yet shows its prediction alone."
+        )
+        title = client.get(f"/api/movies/{data['titles'][0]['title_id']}").json()
+        assert {r["highlights_pending"] == ["nbsvm"] and "nbsvm" in r["predictions"] for r in title["reviews"]} == {True}
     Pipeline(settings, build_steps, progress=False).run(until="explain_nbsvm")
     url = settings.database
     with TestClient(create_app(settings), base_url="http://localhost") as client:

@@ -208,12 +208,16 @@ def highlights_line(state: BuildState) -> str | None:
     if state.failed or state.stopped or state.status == "complete":
         resume = "" if state.pending else f" {RESUME[0].upper()}{RESUME[1:]}."  # else the pending line says it
         return f"{name}'s highlights are not all computed: the build stopped before they were; {alone}.{resume}"
-    entry = highlights_entry(state, model)
-    if entry["eta_s"] is None and state.running_step != explain_step(model):
+    if state.progress is None:
+        return (
+            f"{name}'s highlights are not all computed yet: the build is between two steps (`textflix up` resumes "
+            f"one that stopped); {alone}."
+        )
+    if state.running_step != explain_step(model):
         return f"{name}'s highlights are still being computed; {alone}."
-    progress = state.progress or {}
+    eta, progress = highlights_entry(state, model)["eta_s"], state.progress
     done = f"{math.floor(100 * progress.get('done', 0) / progress['total'])} % done, " if progress.get("total") else ""
-    when = f"{minutes(entry['eta_s'])} left on this machine" if entry["eta_s"] is not None else "no estimate of the time left yet"
+    when = f"{minutes(eta)} left on this machine" if eta is not None else "no estimate of the time left yet"
     return f"{name}'s highlights are still being computed — {done}{when}; {alone}."
 
 

@@ -49,11 +49,11 @@ def build_said(request: Request, path: str, view: View) -> dict | None:
     in), each pending one as the API marks it, each one still explaining with its ``highlights_entry``, and
     the line the page shows near its top; None otherwise."""
     build = getattr(request.app.state, "build", None)
-    if build is None or not (build.state.pending or build.state.explaining):
-        return None
-    if not (view.analyze or path in ANALYSING_PATHS):
+    if build is None or not (view.analyze or path in ANALYSING_PATHS):
         return None
     state = build.state
+    if not (state.pending or state.explaining):
+        return None
     return {
         "ready": list(state.ready),
         "explained": list(state.explained),
