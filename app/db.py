@@ -218,13 +218,13 @@ class Run(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     # the step running now: {"step", "doing", "builder" (``this_process``), "steps" (every step of this build,
     # in order), and as it goes "done", "total", "unit", "eta_s" (the running step's seconds left, estimated
-    # from its rate so far) and "ready_in_s" ({model: estimated seconds until its explain step is done})};
+    # from its rate so far) and "ready_in_s" ({model: estimated seconds until its predict step is done})};
     # None between steps. Deferred, read only while a build runs: a server may serve a database built
     # before migration 0005.
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON, deferred=True)
 
     def ready_models(self) -> list[str]:
-        """The models whose catalogue predictions and explanations are all in (``models_ready``)."""
+        """The models whose catalogue predictions are all in, which the site shows (``models_ready``)."""
         return models_ready(self.steps or {})
 
     def record(self) -> dict:
@@ -248,20 +248,29 @@ class Run(Base):
 
 
 def predict_step(model: str) -> str:
-    """The name of the build step that scores the catalogue with ``model``."""
+    """The name of the build step that scores the catalogue with ``model``: once it is done, the site shows
+    that model's predictions everywhere (``models_ready``)."""
     return f"predict_{model}"
 
 
 def explain_step(model: str) -> str:
-    """The name of the build step that explains the catalogue's reviews with ``model``: once it is done,
-    the site shows that model everywhere."""
+    """The name of the build step that explains the catalogue's reviews with ``model``, committing each
+    review's highlights as it goes; once it is done, every review shows them (``models_explained``)."""
     return f"explain_{model}"
 
 
-def models_ready(steps: dict) -> list[str]:
+def models_explained(steps: dict) -> list[str]:
     """The models (in ``MODELS`` order) whose explain step a run record's ``steps`` lists; every model
     for a database built before the steps were per model (one ``explain`` step for all)."""
     return [model for model in MODELS if explain_step(model) in steps or "explain" in steps]
+
+
+def models_ready(steps: dict) -> list[str]:
+    """The models (in ``MODELS`` order) whose predictions of the catalogue a run record's ``steps`` lists as
+    stored (their predict step, the one ``predict`` step of older builds, or their explain step, which
+    comes after it): the models the site shows, their highlights as they are explained."""
+    explained = models_explained(steps)
+    return [model for model in MODELS if predict_step(model) in steps or "predict" in steps or model in explained]
 
 
 def this_process() -> dict:

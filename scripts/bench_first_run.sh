@@ -5,7 +5,7 @@
 #   bash scripts/bench_first_run.sh WORK_DIR [textflix up flags ...]
 #
 # Prints "installed", "first 200 on /" (the catalogue read), "nbsvm on /?analyze=1" and "bert on
-# /?analyze=1" (each model's catalogue predicted and explained: the dashboard shows its reading) and
+# /?analyze=1" (each model's catalogue predicted: the dashboard shows its reading, its highlights as they come) and
 # "/about complete" (the background build done), then each step's seconds from the run record
 # (`textflix report --json`). WORK_DIR is deleted first; the server it starts on port
 # 8000 is stopped on exit. Run it on an idle machine: two CPU-bound jobs at once slow each other.

@@ -44,7 +44,9 @@
   }
 
   // While the build goes on, the parts of a page marked data-live (the pending line, /about's build steps)
-  // are fetched anew every half minute; once one is gone from the page (its model is ready), the page reloads.
+  // are fetched anew every half minute; once one is gone from the page (every model is ready and explained), or
+  // names other models ready (data-ready: one more shows its predictions), the page reloads. The highlights
+  // coming in as the build explains the reviews show on the next page loaded.
   var live = document.querySelectorAll("[data-live][id]");
   if (live.length && window.fetch && window.DOMParser) {
     window.setInterval(function () {
@@ -55,7 +57,10 @@
         var fresh = new DOMParser().parseFromString(html, "text/html");
         for (var i = 0; i < live.length; i++) {
           var now = fresh.getElementById(live[i].id);
-          if (!now) { window.location.reload(); return; }
+          if (!now || now.getAttribute("data-ready") !== live[i].getAttribute("data-ready")) {
+            window.location.reload();
+            return;
+          }
           live[i].innerHTML = now.innerHTML;
         }
       }).catch(function () { /* the next try may work */ });

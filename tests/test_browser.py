@@ -27,6 +27,7 @@ from tests.web_fixtures import (  # noqa: F401
     XSS_IMG,
     XSS_SCRIPT,
     FakeAnalyzer,
+    build_half_explained_database,
     build_web_database,
     labeled,
     set_run,
@@ -662,3 +663,32 @@ def test_the_pending_dashboard_says_what_bert_waits_for_and_follows_the_build(br
         shot(page, "dashboard-after")
     finally:
         _check_and_close(context, page, base)
+
+
+def test_the_dashboard_shows_nbsvm_s_predictions_while_its_highlights_come_in(browser, tmp_path):
+    """NB-SVM's predictions stored, its explain step half done (``build_half_explained_database``): the dashboard
+    reads its bars and says its highlights are still being computed; a title shows the highlights written so
+    far, and the line in place of the others."""
+    url = build_half_explained_database(tmp_path / "textflix.db", "nbsvm")
+    settings = Settings(database_url=url, build_poll_s=3600)
+    app = create_app(settings)
+    app.state.analyzer = ReadyAnalyzer(
+        settings, app.state.build, lambda: database_engine(app), app.state.write_lock, stand_in_models
+    )
+    with serve_in_thread(app) as base:
+        context, page = _page(browser, base, DESKTOP)
+        try:
+            page.goto("/?analyze=1&accuracy=1")
+            line = page.locator("#pending-line").inner_text()
+            assert line.startswith("BERT is still learning from the 500 reviews, no estimate of the time left yet;")
+            assert "NB-SVM's highlights are still being computed — 26 % done, about 2 minutes left" in line
+            assert page.locator('#summary .model-bar[data-model="nbsvm"]').count() == 1
+            assert "13 total reviews · 6 positive" in page.locator("#summary").inner_text()
+            shot(page, "dashboard-explaining")
+            page.goto("/movies/tt0100002?analyze=1")
+            notes = page.locator(".review .highlights-pending")
+            assert notes.count() == 2 and notes.first.is_visible()
+            assert page.locator("#r6 .hl").count() > 0 and page.locator("#r8 .hl").count() == 0
+            shot(page, "title-explaining")
+        finally:
+            _check_and_close(context, page, base)

@@ -13,6 +13,7 @@ Import the fixtures into a test module: ``from tests.web_fixtures import web_cli
 Over 400 lines: the fixture database row by row, and the figures the tests expect read from it.
 """
 
+import sqlite3
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -41,6 +42,7 @@ from app.web.analysis import ModelAnalyzer
 from app.web.deps import get_analyzer
 from app.web.main import create_app
 from model.curve import series
+from model.names import DISPLAY_NAMES
 
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = "<img src=x onerror=alert(1)>"
@@ -320,6 +322,32 @@ PENDING_RUN = {
         "unit": "texts", "eta_s": 300.0, "ready_in_s": {"bert": 720.0}, "steps": BUILD_STEPS, "builder": this_process(),
     },  # fmt: skip
 }
+
+
+# A build whose model (NB-SVM, or BERT) has stored its predictions of the catalogue and committed the highlights
+# of the first 7 of its 13 reviews, in id order as its explain step writes them, its word-level ones still to come.
+EXPLAINED_REVIEWS = 7
+EXPLAINING = {
+    "nbsvm": {"data": {"seconds": 12.5}, "nbsvm": {"seconds": 3.2}, "predict_nbsvm": {"seconds": 20.1}},
+    "bert": {**PENDING_RUN["steps"], **{step: {"seconds": 1.0} for step in ("pseudo_label", "bert", "calibrate",
+                                                                            "predict_bert")}},
+}  # fmt: skip
+
+
+def build_half_explained_database(path: Path, model: str) -> str:
+    """The fixture database with ``model``'s explain step running, half done (EXPLAINED_REVIEWS): its rows of
+    the later reviews removed, as the step has not written them yet; returns its URL."""
+    progress = {
+        **PENDING_RUN["progress"], "step": f"explain_{model}", "doing": f"{DISPLAY_NAMES[model]} is explaining the catalogue reviews",
+        "done": EXPLAINED_REVIEWS, "total": 26, "unit": "reviews", "eta_s": 95.0, "ready_in_s": {"bert": None},
+    }  # fmt: skip
+    run = {**PENDING_RUN, "steps": EXPLAINING[model], "progress": progress}
+    url = build_web_database(path, run, models=("nbsvm", "bert") if model == "bert" else ("nbsvm",))
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        for table, reviews in (("explanations", "review_id > ?"), ("word_weights", "review_id > ?"),
+                               ("sentence_weights", "sentence_id IN (SELECT id FROM sentences WHERE review_id > ?)")):  # fmt: skip
+            connection.execute(f"DELETE FROM {table} WHERE model = ? AND {reviews}", (model, EXPLAINED_REVIEWS))
+    return url
 
 
 def explanation_figures(index: int, model: str) -> dict:

@@ -1,5 +1,5 @@
 """How long the build has left: the running step's seconds left (``eta_s``), and for each model not yet on
-the site the seconds until its explain step is done (``ready_in_s``), both in the run record's progress.
+the site the seconds until its predict step is done (``ready_in_s``), both in the run record's progress.
 
 A step says what work it still has (``Step.work``): how many characters a network reads, a training step's
 counted as the forward and backward passes it runs (``TRAINING_PASSES`` over its trained layers). While a

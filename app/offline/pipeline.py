@@ -12,7 +12,7 @@ stops after one step (``textflix up`` serves then, and a background build does t
 checked the input of every step; the running step's progress is in the run record (``Run.progress``),
 for /about and the site's pending lines.
 
-Nothing here knows one model or step from another, but that the site shows a model once its explain
+Nothing here knows one model or step from another, but that the site shows a model once its predict
 step is done (``app.db.models_ready``), which the estimates of the time left follow.
 """
 
@@ -40,11 +40,11 @@ from app.db import (
     Run,
     analyze,
     display_url,
-    explain_step,
     latest_run,
     make_engine,
     migrate,
     models_ready,
+    predict_step,
     session_scope,
     sqlite_path,
     this_process,
@@ -322,7 +322,7 @@ class Pipeline:
         return self._work[step.name]
 
     def ready_in_s(self) -> dict[str, int | None]:
-        """Each model not on the site yet: the seconds until its explain step is done, the running step's at
+        """Each model not on the site yet: the seconds until its predict step is done, the running step's at
         its rate so far (or its work's estimate) and the steps' after it up to that one from their work; None
         where a step's cannot be estimated (``app.offline.estimates``)."""
         names = [step.name for step in self.steps]
@@ -330,7 +330,7 @@ class Pipeline:
         ready = models_ready(self._recorded)
         left = {}
         for model in MODELS:
-            target = names.index(explain_step(model)) if explain_step(model) in names else -1
+            target = names.index(predict_step(model)) if predict_step(model) in names else -1
             if model in ready or target < running:
                 continue
             seconds = self._running_left()

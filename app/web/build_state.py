@@ -1,11 +1,14 @@
 """What the build has made ready for the site, read from the run record a few times a minute.
 
-``textflix up`` serves the site from the data step on while the build goes on in the background
-(``app.db.models_ready``: a model is ready once its explain step is in the run record). The
-server keeps one ``BuildWatch``: ``refresh`` re-reads the latest run record (done by the
-analyzer's watch task, every ``build_poll_s``), and the pages and the API read its ``state``,
-a ``BuildState``, without touching the database. ``pending_line`` says in one sentence why a
-model is not shown yet; ``pending_entry`` is what the API answers in its place.
+``textflix up`` serves the site from the data step on while the build goes on in the background. A model
+is shown in two stages: its predictions once its predict step is in the run record (``app.db.models_ready``:
+the model is *ready*), then its highlights review by review as its explain step commits them, until that
+step is in the run record too (``app.db.models_explained``: the model is *explained*). The server keeps
+one ``BuildWatch``: ``refresh`` re-reads the latest run record (done by the analyzer's watch task, every
+``build_poll_s``), and the pages and the API read its ``state``, a ``BuildState``, without touching the
+database. ``pending_line`` says in one sentence why a model is not shown yet, ``highlights_line`` that a
+shown model's highlights are still being computed; ``pending_entry`` is what the API answers in a pending
+model's place.
 """
 
 import logging
@@ -17,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.db import explain_step, latest_run, models_ready, predict_step, process_gone
+from app.db import explain_step, latest_run, models_explained, models_ready, predict_step, process_gone
 from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS
 
 log = logging.getLogger("textflix")
@@ -39,9 +42,11 @@ RESUME = "`textflix up` (or `textflix build`) resumes it where it stopped"
 
 @dataclass(frozen=True)
 class BuildState:
-    """The latest run record as the site needs it: which models are ready, and what the build is doing."""
+    """The latest run record as the site needs it: which models are ready (their predictions shown) and
+    explained (their highlights all in), and what the build is doing."""
 
     ready: tuple[str, ...] = MODELS  # no run record: the models of the models folder, as before per-model steps
+    explained: tuple[str, ...] = MODELS
     recorded: bool = False  # whether there is a run record
     status: str = "complete"
     steps: dict = field(default_factory=dict)  # the finished steps: name -> {seconds, ...}
@@ -52,6 +57,12 @@ class BuildState:
     @property
     def pending(self) -> tuple[str, ...]:
         return tuple(model for model in MODELS if model not in self.ready)
+
+    @property
+    def explaining(self) -> tuple[str, ...]:
+        """The models shown whose highlights are not all in: the reviews they have not explained show their
+        prediction alone."""
+        return tuple(model for model in self.ready if model not in self.explained)
 
     @property
     def main_model(self) -> str:
@@ -82,6 +93,7 @@ def read_build_state(session: Session) -> BuildState:
             session.rollback()
     return BuildState(
         ready=tuple(models_ready(run.steps or {})),
+        explained=tuple(models_explained(run.steps or {})),
         recorded=True,
         status=run.status,
         steps=dict(run.steps or {}),
@@ -171,7 +183,47 @@ def pending_line(state: BuildState) -> str | None:
     )
     eta = eta_of(state, model)
     when = f"{minutes(eta)} left on this machine" if eta is not None else "no estimate of the time left yet"
-    return f"{name} is {what} — {doing_now(state)}, {when}{shown}."
+    # a shown model's explain step running: the highlights line says what it does
+    doing = "" if state.running_step in map(explain_step, state.explaining) else f" — {doing_now(state)}"
+    return f"{name} is {what}{doing}, {when}{shown}."
+
+
+def highlights_entry(state: BuildState, model: str) -> dict:
+    """What the pages' JSON says of a shown model whose highlights are not all in: ``{"highlights_pending":
+    true, "step", "eta_s"}``, the seconds left of its explain step while it runs (else null)."""
+    explaining = state.running_step == explain_step(model)
+    eta = (state.progress or {}).get("eta_s") if explaining else None
+    eta = float(eta) if isinstance(eta, int | float) and math.isfinite(eta) else None
+    return {"highlights_pending": True, "step": state.running_step, "eta_s": eta}
+
+
+def highlights_line(state: BuildState) -> str | None:
+    """The line a page shows while a shown model's highlights are not all in (its explain step commits them
+    review by review); None when every shown model's are."""
+    if not state.explaining:
+        return None
+    model = state.explaining[0]
+    name = DISPLAY_NAMES[model]
+    alone = "a review not explained yet shows its prediction alone"
+    if state.failed or state.stopped or state.status == "complete":
+        resume = "" if state.pending else f" {RESUME[0].upper()}{RESUME[1:]}."  # else the pending line says it
+        return f"{name}'s highlights are not all computed: the build stopped before they were; {alone}.{resume}"
+    if state.progress is None:
+        return (
+            f"{name}'s highlights are not all computed yet: the build is between two steps (`textflix up` resumes "
+            f"one that stopped); {alone}."
+        )
+    if state.running_step != explain_step(model):
+        return f"{name}'s highlights are still being computed; {alone}."
+    eta, progress = highlights_entry(state, model)["eta_s"], state.progress
+    done = f"{math.floor(100 * progress.get('done', 0) / progress['total'])} % done, " if progress.get("total") else ""
+    when = f"{minutes(eta)} left on this machine" if eta is not None else "no estimate of the time left yet"
+    return f"{name}'s highlights are still being computed — {done}{when}; {alone}."
+
+
+def build_line(state: BuildState) -> str | None:
+    """All a page says of the build while it is under way: the pending line, then the highlights line."""
+    return " ".join(line for line in (pending_line(state), highlights_line(state)) if line) or None
 
 
 def seconds_said(seconds: float) -> str:

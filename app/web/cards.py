@@ -72,6 +72,17 @@ def weak_note(trust: dict) -> Markup:
     )
 
 
+def explanation_note(item: dict, model: str) -> Markup:
+    """Said above ``model``'s highlights of ``item``: that they are still being computed (its prediction is in,
+    the build has not explained the review yet), or that its explanation is weak (``weak_note``)."""
+    if model in item.get("highlights_pending", ()):
+        return Markup(
+            f'\n<p class="highlights-pending">{escape(DISPLAY_NAMES[model])}\'s highlights of this review are still '
+            "being computed: the build has not explained it yet.</p>"
+        )
+    return weak_note(item["trust"].get(model, {}))
+
+
 def highlighted_text(item: dict, model: str, pieces: Pieces) -> Markup:
     """The review's text (``cut``) with ``model``'s sentence highlights, hatched when its explanation is weak."""
     trust = item["trust"].get(model, {})
@@ -96,7 +107,7 @@ def model_column(
     said = prediction(predicted) if predicted else '<p class="prediction">No prediction</p>'
     return Markup(
         f'\n<section class="model-col" data-model="{model}" aria-label="{name}">\n'
-        f'  <{heading} class="model-name">{name}</{heading}>\n  {said}{weak_note(item["trust"].get(model, {}))}'
+        f'  <{heading} class="model-name">{name}</{heading}>\n  {said}{explanation_note(item, model)}'
         f"\n  {highlighted_text(item, model, pieces)}{extra}\n</section>"
     )
 
@@ -136,7 +147,7 @@ def review_card(r: dict, view: View, items: Items) -> Markup:
     elif view.analyze:
         predicted = r["predictions"].get(view.main)
         said = prediction(predicted) if predicted else '<p class="prediction">No prediction yet</p>'
-        body = f"{said}{weak_note(r['trust'].get(view.main, {}))}\n  {highlighted_text(r, view.main, cut(r['text'], r['sentences']))}"
+        body = f"{said}{explanation_note(r, view.main)}\n  {highlighted_text(r, view.main, cut(r['text'], r['sentences']))}"
     else:
         body = f'<div class="text">{escape(r["text"])}</div>'
     return Markup(

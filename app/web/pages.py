@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from app.settings import Settings
 from app.web import whatif
 from app.web.analysis import Analyzer
-from app.web.build_state import analysed, pending_entry, pending_line
+from app.web.build_state import analysed, build_line, highlights_entry, pending_entry
 from app.web.costs import check_explanation_size
 from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
 from app.web.errors import AppError, route_path, shown, wants_json
@@ -45,16 +45,22 @@ ANALYSING_PATHS = ("/analyze", "/disagreements")
 
 
 def build_said(request: Request, path: str, view: View) -> dict | None:
-    """While a model is pending (``app.web.build_state``) on a page that would show it: the models ready,
-    each pending one as the API marks it, and the line the page shows near its top; None otherwise."""
+    """While a model is pending, or a shown one's highlights are not all in (``app.web.build_state``), on a
+    page that would show it: the models ready (their predictions shown) and explained (their highlights all
+    in), each pending one as the API marks it, each one still explaining with its ``highlights_entry``, and
+    the line the page shows near its top; None otherwise."""
     build = getattr(request.app.state, "build", None)
-    if build is None or not build.state.pending or not (view.analyze or path in ANALYSING_PATHS):
+    if build is None or not (view.analyze or path in ANALYSING_PATHS):
         return None
     state = build.state
+    if not (state.pending or state.explaining):
+        return None
     return {
         "ready": list(state.ready),
+        "explained": list(state.explained),
         "pending": {model: pending_entry(state, model) for model in state.pending},
-        "line": pending_line(state),
+        "explaining": {model: highlights_entry(state, model) for model in state.explaining},
+        "line": build_line(state),
     }
 
 

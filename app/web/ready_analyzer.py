@@ -9,8 +9,10 @@ has finished (a model folder is written whole, ``model.artifacts``, before its s
 An analysis answers with the loaded models and marks each other one as pending
 (``build_state.pending_entry``); with none loaded, the texts are still split into their sentences,
 so that a stored review has them. The user reviews stored while a model was pending get its
-prediction and explanation once it is loaded (``app.web.store.fill_in_model``), for as long as
-analyses begun before the swap may still be storing.
+prediction and explanation once it is loaded and explained (``app.web.store.fill_in_model``), for as
+long as analyses begun before the swap may still be storing: a model is loaded as soon as its
+predictions are in, but until its explain step is done that step may still write the explanation
+of a review stored before it listed its reviews, which the server must not have written first.
 """
 
 import asyncio
@@ -49,6 +51,7 @@ class ReadyAnalyzer:
         self.inner: Analyzer | None = None
         self.loaded: tuple[str, ...] = ()
         self._tried: tuple[str, ...] = ()  # the ready models last loaded or tried
+        self._explained: tuple[str, ...] = ()  # the explained models last seen
         self._problem: str | None = None
         self._watching: asyncio.Task | None = None
         self._fill_until = 0.0  # loop time until which the watch fills in stored reviews
@@ -99,6 +102,9 @@ class ReadyAnalyzer:
         if state.ready != self._tried:
             self._tried = state.ready
             await self._load(state.ready)
+        if state.explained != self._explained:
+            self._explained = state.explained
+            self._fill_soon()
         if self.loaded and asyncio.get_running_loop().time() < self._fill_until:
             await self._fill_in()
 
@@ -114,9 +120,13 @@ class ReadyAnalyzer:
         if old is not None:
             self._retire(old)
         log.info("The site now analyses with %s.", " and ".join(DISPLAY_NAMES[model] for model in ready))
+        self._fill_soon()
+        await self._fill_in()
+
+    def _fill_soon(self) -> None:
+        """Have the watch fill in stored reviews for as long as analyses begun before now may still be storing."""
         limit = self.settings.analysis_timeout_s or STOP_GRACE_S
         self._fill_until = asyncio.get_running_loop().time() + limit + self.settings.build_poll_s
-        await self._fill_in()
 
     def _retire(self, old: Analyzer) -> None:
         async def stop_later():
@@ -128,11 +138,11 @@ class ReadyAnalyzer:
         task.add_done_callback(lambda done: self._retired.pop(done, None))
 
     async def _fill_in(self) -> None:
-        """Each loaded model's prediction and explanation of the user reviews that lack them."""
+        """Each loaded and explained model's prediction and explanation of the user reviews that lack them."""
         engine, inner = self.engine_of(), self.inner
         if engine is None or inner is None:
             return
-        for model in self.loaded:
+        for model in (model for model in self.loaded if model in self.watch.state.explained):
             try:
                 lacking = await run_in_threadpool(lacking_model, engine, model)
             except SQLAlchemyError as error:

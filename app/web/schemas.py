@@ -339,6 +339,10 @@ class ReviewItem(Open):
     user_label: Label | None = Field(None, description="The label the review's writer gave (not counted in accuracy).")
     rating: int | None = None
     predictions: dict[str, StoredPrediction] = {}
+    highlights_pending: list[str] = Field(
+        [], description="The models whose prediction is in but whose highlights of this review are still being "
+        "computed (the build explains the catalogue review by review after its predictions): no sentence weights yet."
+    )
     wrong: bool = False
     disagree: bool = False
     sentences: list[StoredSentence] = []

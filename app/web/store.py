@@ -9,8 +9,8 @@ in ``app.db.make_engine`` covers writers in other processes).
 
 A model still pending when the review was posted (the build has not made it ready) gets its
 rows later: the build's predict and explain steps of that model cover the user reviews stored
-before they listed their reviews, and the server fills in the rest once it loads the model
-(``lacking_model`` and ``fill_in_model``, run by ``app.web.ready_analyzer``).
+before they listed their reviews, and the server fills in the rest once it has loaded the model and
+the build has explained it (``lacking_model`` and ``fill_in_model``, run by ``app.web.ready_analyzer``).
 """
 
 import threading

@@ -63,7 +63,7 @@ templates.env.globals.update(
     cut=render.cut,
     evidence_highlight=render.evidence_highlight,
     prediction=cards.prediction,
-    weak_note=cards.weak_note,
+    explanation_note=cards.explanation_note,
     gold=cards.gold,
     sentence_mark=render.sentence_mark,
     word_highlight=render.word_highlight,

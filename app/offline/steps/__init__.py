@@ -26,8 +26,9 @@ from model.config import DISTILL
 from model.names import EVAL, MAIN_MODEL, MODELS, STUDENT
 
 # `textflix up` serves the site once this step is done: the catalogue, every page with Analyze off. A
-# background build does every step after it while the site is up, which shows each model once its explain
-# step is recorded (``app.db.models_ready``): NB-SVM within minutes, BERT once trained, /about's figures last.
+# background build does every step after it while the site is up, which shows each model once its predict
+# step is recorded (``app.db.models_ready``), its highlights as its explain step commits them: NB-SVM within
+# minutes, BERT once trained, /about's figures last.
 LAST_STEP_OF_THE_SITE = ReadData.name
 
 

@@ -3,7 +3,8 @@ and commit in small batches, so a killed build redoes at most one batch. Their w
 ``app.offline.review_work``'s, computed in this process or on Ray (``app.offline.work_engines``, ``--engine``).
 
 The catalogue's steps are per model (``predict_nbsvm``, ``explain_nbsvm``, ``predict_bert``, …: the names
-of ``app.db.predict_step`` and ``explain_step``), so the site shows a model as soon as its own are done."""
+of ``app.db.predict_step`` and ``explain_step``), so the site shows a model as soon as its predictions are
+stored, and its highlights as they are written."""
 
 import logging
 
@@ -68,8 +69,9 @@ class Predict(Step):
 
 
 class Explain(Step):
-    """``model``'s LIME explanations of the catalogue reviews (``explain_MODEL``): once it is recorded,
-    the site shows that model (``app.db.models_ready``)."""
+    """``model``'s LIME explanations of the catalogue reviews (``explain_MODEL``), each review's committed as
+    it is computed (a block of EXPLAIN_BLOCK under Ray), so the site, which shows the model from its
+    predictions on (``app.db.models_ready``), shows its highlights as they come."""
 
     reads = ("catalogue reviews", "sentences")
     writes = ("sentence_weights", "word_weights", "explanations")

@@ -11,7 +11,7 @@ from app.db import Explanation, Review, Run, Sentence, SentenceWeight, latest_ru
 from app.web.build_state import read_build_state, steps_table
 from app.web.catalogue_cache import kept
 from app.web.queries import rationales
-from model.config import DISTILL
+from model.config import DISTILL, PLAIN
 from model.curve import LEARNING_CURVE
 from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MODELS, SENTENCE, SST2, STUDENT, TEACHER
 from model.quality import LOG_ODDS, NO_FIT, QUALITY_FIELDS, UNSTABLE, is_empty, is_weak
@@ -121,6 +121,7 @@ def about(session: Session) -> dict:
     record = run.record()
     metrics = record["metrics"]
     page["run"] = record
+    page["recipe"] = recipe_of(run)
     page["models"] = [
         {
             "model": model,
@@ -138,6 +139,15 @@ def about(session: Session) -> dict:
     page["build_progress"] = build_progress(run)
     page["build_steps"] = steps_table(read_build_state(session))
     return page
+
+
+def recipe_of(run: Run) -> str:
+    """The recipe of the run's BERT (``model.config.RecipeConfig``): as its training step recorded it, and until
+    that step is done, as the build config says, which the build writes before its first step. A record
+    from before recipes existed (no recipe, or "auto") was built as plain."""
+    trained = (run.steps or {}).get(STUDENT)
+    recipe = trained.get("recipe") if trained is not None else (run.config or {}).get("recipe")
+    return DISTILL if recipe == DISTILL else PLAIN
 
 
 def build_progress(run: Run) -> str | None:

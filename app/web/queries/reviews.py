@@ -55,6 +55,8 @@ def review_item(row: dict, sentences: list[dict], view: View, models: Iterable[s
         predictions[model] = prediction
     item["predictions"] = predictions
     item["trust"] = {model: row["trust"][model] for model in models if model in row["trust"]}
+    # predicted but not explained yet: the build's explain step commits each review's highlights as it goes
+    item["highlights_pending"] = [model for model in models if model not in item["trust"]]
     item["wrong"] = any(prediction.get("correct") is False for prediction in predictions.values())
     item["weak"] = any(trust["weak"] for trust in item["trust"].values())
     labels = {prediction["label"] for prediction in predictions.values()}
