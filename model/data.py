@@ -76,6 +76,8 @@ class Splits:
     archive: Path | None = None  # where they were read from, and how many reviews it held
     reviews_read: int = 0
     unlabeled: list[UnlabeledReview] = field(default_factory=list)  # when asked for (read_splits)
+    # The share of positives among the labelled reviews read: the prior BERT's offset matches on unlabeled ones.
+    share_positive: float = 0.5
 
     @property
     def title_ids_used(self) -> set[str]:
@@ -305,6 +307,7 @@ def read_splits(sources: Sources, config: SplitConfig, data_dir: Path, unlabeled
     movies = read_movies(sources.movies, {r.title_id for r in reviews}) if sources.movies else {}
     splits = make_splits(reviews, config, movies)
     splits.archive, splits.reviews_read = archive, len(reviews)
+    splits.share_positive = sum(r.label == POSITIVE for r in reviews) / len(reviews)
     if unlabeled:
         splits.unlabeled = read_unlabeled(archive, reviews)
     splits.movies = {title_id: movies[title_id] for title_id in splits.title_ids_used if title_id in movies}

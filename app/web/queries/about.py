@@ -13,6 +13,7 @@ from app.web.catalogue_cache import kept
 from app.web.queries import rationales
 from model.config import DISTILL
 from model.curve import LEARNING_CURVE
+from model.metrics import MAJORITY_BASELINE
 from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MODELS, SENTENCE, SST2, STUDENT, TEACHER
 from model.quality import LOG_ODDS, NO_FIT, QUALITY_FIELDS, UNSTABLE, is_empty, is_weak
 
@@ -129,6 +130,8 @@ def about(session: Session) -> dict:
         }
         for model in MODELS
     ]
+    # a record made before they were kept has accuracy alone: the page shows no empty rows for them
+    page["skew_figures"] = any(MAJORITY_BASELINE in report for model in page["models"] for report in model["sets"].values())
     page["timings"] = [{"step": step, "seconds": seconds} for step, seconds in record["timings"].items()]
     page["total_seconds"] = sum(seconds or 0.0 for seconds in record["timings"].values())
     page["lengths"] = metrics.get(LENGTHS)
