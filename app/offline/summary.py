@@ -36,16 +36,18 @@ def summary(record: dict, settings: Settings) -> str:
         f"  {counts.get(TRAIN, 0):,} training reviews · {counts.get(CATALOGUE, 0):,} catalogue "
         f"reviews of {counts.get('titles', 0)} titles · {counts.get(EVAL, 0):,} evaluation reviews",
         "",
-        f"  {'model':8} {'set':10} {'accuracy':>8} {'majority':>8} {'balanced':>8} {'macro-F1':>8} {'F1':>6} {'ECE':>6}",
+        f"  {'model':8} {'set':10} {'accuracy':>8} {'majority':>8} {'balanced':>8} {'macro-F1':>8} "
+        f"{'F1':>6} {'ECE':>6}",
     ]
     metrics = record["metrics"]
-    for model in (*MODELS, TEACHER):
-        for split, m in metrics.get(model, {}).items():
-            skewed = " ".join(figure_text(m.get(name), 8) for name in SKEW_FIGURES)
-            lines.append(f"  {model:8} {split:10} {m['accuracy']:8.3f} {skewed} {m['f1']:6.3f} {m['ece']:6.3f}")
+    reports = [(model, split, m) for model in (*MODELS, TEACHER) for split, m in metrics.get(model, {}).items()]
+    for model, split, m in reports:
+        skewed = " ".join(figure_text(m.get(name), 8) for name in SKEW_FIGURES)
+        lines.append(f"  {model:8} {split:10} {m['accuracy']:8.3f} {skewed} {m['f1']:6.3f} {m['ece']:6.3f}")
+    older = any(MAJORITY_BASELINE not in m for _, _, m in reports)
     lines.append(
         "  majority: the accuracy of always saying the set's larger class; balanced: the mean of each class's "
-        "recall; macro-F1: the mean of each class's F1 (–: not in this build's record)"
+        "recall; macro-F1: the mean of each class's F1" + (" (–: not in this build's record)" if older else "")
     )
     if lengths := metrics.get(LENGTHS):
         lines += ["", *length_lines(lengths)]
@@ -85,7 +87,7 @@ def length_lines(lengths: dict) -> list[str]:
     skewed = [name for name in FIGURE_HEADS if name in lengths]
     lines = [
         "  accuracy by length, evaluation reviews whole and cut (sentences)"
-        + ("" if majority is None else ", beside the majority baseline and each model's balanced accuracy and macro-F1"),
+        + ("" if majority is None else ", beside the majority baseline, each model's balanced accuracy and macro-F1"),
         f"  {'band':>8} {'texts':>7}" + ("" if majority is None else f" {'majority':>8}")
         + "".join(f" {DISPLAY_NAMES[model]:>8}" + "".join(f" {FIGURE_HEADS[name]:>8}" for name in skewed)
                   for model in MODELS),

@@ -425,7 +425,7 @@ class SetMetrics(BaseModel):
     n: int = Field(description="Labelled texts in the set.")
     accuracy: float = Field(description="Share of predictions (positive at p ≥ 0.5) that match the labels.")
     majority_baseline: float | None = Field(
-        None, description=f"The accuracy of always saying the set's larger class, which accuracy must beat; {OLDER_RUN}."
+        None, description=f"The accuracy of always saying the set's larger class, for accuracy to beat; {OLDER_RUN}."
     )
     balanced_accuracy: float | None = Field(
         None, description=f"The mean of each class's recall (0.5 for a model that always says one class); {OLDER_RUN}."
@@ -433,9 +433,7 @@ class SetMetrics(BaseModel):
     macro_f1: float | None = Field(None, description=f"The mean of each class's F1; {OLDER_RUN}.")
     f1: float = Field(description="F1 of the positive class.")
     ece: float = Field(description="Expected calibration error over 10 bins of confidence.")
-    confusion: list[list[int]] = Field(
-        description="Rows gold negative, positive; columns predicted negative, positive."
-    )
+    confusion: list[list[int]] = Field(description="Rows gold negative, positive; columns predicted the same.")
 
 
 class LengthMetrics(BaseModel):
@@ -445,8 +443,8 @@ class LengthMetrics(BaseModel):
     n: list[int] = Field(description="Texts per band.")
     majority_baseline: list[float | None] | None = Field(None, description=f"Per band; {OLDER_RUN}.")
     accuracy: dict[str, list[float | None]] = Field(description="Per model, per band (null: an empty band).")
-    balanced_accuracy: dict[str, list[float | None]] | None = Field(None, description=f"Per model, per band; {OLDER_RUN}.")
-    macro_f1: dict[str, list[float | None]] | None = Field(None, description=f"Per model, per band; {OLDER_RUN}.")
+    balanced_accuracy: dict[str, list[float | None]] | None = Field(None, description=f"Per model, band; {OLDER_RUN}.")
+    macro_f1: dict[str, list[float | None]] | None = Field(None, description=f"Per model, band; {OLDER_RUN}.")
 
 
 class Metrics(BaseModel):

@@ -131,7 +131,7 @@ def about(session: Session) -> dict:
         for model in MODELS
     ]
     # a record made before they were kept has accuracy alone: the page shows no empty rows for them
-    page["skew_figures"] = any(MAJORITY_BASELINE in report for model in page["models"] for report in model["sets"].values())
+    page["skew_figures"] = any(MAJORITY_BASELINE in figures for m in page["models"] for figures in m["sets"].values())
     page["timings"] = [{"step": step, "seconds": seconds} for step, seconds in record["timings"].items()]
     page["total_seconds"] = sum(seconds or 0.0 for seconds in record["timings"].values())
     page["lengths"] = metrics.get(LENGTHS)
