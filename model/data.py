@@ -91,7 +91,10 @@ class Splits:
     archive: Path | None = None  # where they were read from, and how many reviews it held
     reviews_read: int = 0
     unlabeled: list[UnlabeledReview] = field(default_factory=list)  # when asked for (read_splits)
-    share_positive: float = 0.5  # of the positives among the labelled reviews read
+    # The share of positives among the labelled reviews read (``labelled_read`` of them): the prior BERT's
+    # offset matches on unlabeled ones.
+    share_positive: float = 0.5
+    labelled_read: int = 0
     corpus: str = IMDB_CORPUS  # or the name of the file read
     file_counts: dict = field(default_factory=dict)  # a user's file: what its reader read, used, skipped, repaired
     fewer_labels: str | None = None  # why a user's file gives fewer training reviews than train_size
@@ -325,6 +328,7 @@ def read_splits(sources: Sources, config: SplitConfig, data_dir: Path, unlabeled
     splits = make_splits(reviews, config, movies)
     splits.archive, splits.reviews_read = archive, len(reviews)
     splits.share_positive = sum(r.label == POSITIVE for r in reviews) / len(reviews)
+    splits.labelled_read = len(reviews)
     if unlabeled:
         splits.unlabeled = read_unlabeled(archive, reviews)
     splits.movies = {title_id: movies[title_id] for title_id in splits.title_ids_used if title_id in movies}
@@ -387,6 +391,7 @@ def read_file_splits(reviews, path: Path, config: SplitConfig, unlabeled: int = 
         )
     splits = collect_file_sets(reviews, choice)
     splits.reviews_read, splits.share_positive = reviews.counts.used, positives / (positives + negatives)
+    splits.labelled_read = positives + negatives
     splits.corpus, splits.title_ids, splits.fewer_labels = path.name, choice.title_ids, choice.fewer_labels
     splits.file_counts = {
         "read": reviews.counts.read, "used": reviews.counts.used, "skipped": dict(reviews.counts.skipped),

@@ -8,13 +8,13 @@ table compares models at one length more than one model across lengths; a set of
 one-line reviews (SST-2, ``model.data.read_sst2``) is the clean measure of the first band.
 """
 
-__all__ = ["BAND_NAMES", "band_accuracies", "length_set"]
+__all__ = ["BAND_NAMES", "band_accuracies", "band_skew_figures", "length_set"]
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from model.metrics import accuracy
+from model.metrics import SKEW_FIGURES, accuracy, skew_figures
 from model.sentences import split_sentences
 
 BANDS = ((1, 1), (2, 3), (4, 6), (7, None))  # sentences, inclusive; None: no upper end
@@ -56,11 +56,25 @@ def band_sizes(bands: Sequence[str]) -> list[int]:
     return [list(bands).count(name) for name in BAND_NAMES]
 
 
-def band_accuracies(labels: Sequence[str], p_positive: Sequence[float], bands: Sequence[str]) -> list[float | None]:
-    """Accuracy per band, in ``BAND_NAMES`` order (None for an empty band)."""
+def per_band(figure: Callable, labels: Sequence[str], p_positive: Sequence[float], bands: Sequence[str]) -> list:
+    """``figure(gold labels, p_positive)`` of each band's texts, in ``BAND_NAMES`` order (None for an empty band)."""
     p = np.asarray(p_positive, dtype=float)
-    accuracies = []
+    figures = []
     for name in BAND_NAMES:
         inside = [i for i, band in enumerate(bands) if band == name]
-        accuracies.append(accuracy([labels[i] for i in inside], p[inside]) if inside else None)
-    return accuracies
+        figures.append(figure([labels[i] for i in inside], p[inside]) if inside else None)
+    return figures
+
+
+def band_accuracies(labels: Sequence[str], p_positive: Sequence[float], bands: Sequence[str]) -> list[float | None]:
+    """Accuracy per band, in ``BAND_NAMES`` order (None for an empty band)."""
+    return per_band(accuracy, labels, p_positive, bands)
+
+
+def band_skew_figures(
+    labels: Sequence[str], p_positive: Sequence[float], bands: Sequence[str]
+) -> dict[str, list[float | None]]:
+    """Each of ``SKEW_FIGURES`` (the majority baseline, balanced accuracy, macro-F1) per band, in
+    ``BAND_NAMES`` order (None for an empty band)."""
+    figures = per_band(skew_figures, labels, p_positive, bands)
+    return {name: [None if f is None else f[name] for f in figures] for name in SKEW_FIGURES}

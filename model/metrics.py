@@ -1,15 +1,18 @@
-"""Classification metrics for the run record: accuracy, F1, confusion, calibration; and a figure's spread over
-seeds, as the studies print it."""
+"""Classification metrics for the run record: accuracy beside the majority baseline, balanced accuracy and
+macro-F1 (what accuracy hides on labels that lean one way), F1, confusion, calibration; and a figure's spread
+over seeds, as the studies print it."""
 
-__all__ = ["accuracy", "classification_report", "expected_calibration_error", "fit_offset", "spread"]
+__all__ = ["MAJORITY_BASELINE", "SKEW_FIGURES", "accuracy", "classification_report", "expected_calibration_error",
+           "fit_offset", "majority_baseline", "skew_figures", "spread"]  # fmt: skip
 
 import statistics
+import warnings
 
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import expit, log_expit
 from sklearn.calibration import calibration_curve
-from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
+from sklearn.metrics import accuracy_score, balanced_accuracy_score, confusion_matrix, f1_score
 
 from model.names import POSITIVE
 
@@ -34,8 +37,36 @@ def accuracy(gold_labels: list[str], p_positive) -> float:
     return float(accuracy_score(gold, np.asarray(p_positive, dtype=float) >= 0.5))
 
 
+# The figures beside accuracy that labels leaning one way call for, as the run record names them.
+MAJORITY_BASELINE = "majority_baseline"
+SKEW_FIGURES = (MAJORITY_BASELINE, "balanced_accuracy", "macro_f1")
+
+
+def majority_baseline(gold_labels: list[str]) -> float:
+    """The accuracy of always saying the gold labels' majority class: what accuracy must beat."""
+    positive = sum(label == POSITIVE for label in gold_labels) / len(gold_labels)
+    return max(positive, 1.0 - positive)
+
+
+def skew_figures(gold_labels: list[str], p_positive) -> dict[str, float]:
+    """The majority baseline, balanced accuracy (the mean of each class's recall) and macro-F1 (the mean
+    of each class's F1) of predictions (positive at p >= 0.5), over the classes present."""
+    gold = np.array([label == POSITIVE for label in gold_labels])
+    predicted = np.asarray(p_positive, dtype=float) >= 0.5
+    with warnings.catch_warnings():
+        # gold of one class (a short band of the length table): its recall alone, which sklearn warns of
+        warnings.simplefilter("ignore", UserWarning)
+        balanced = balanced_accuracy_score(gold, predicted)
+    return {
+        MAJORITY_BASELINE: majority_baseline(gold_labels),
+        "balanced_accuracy": float(balanced),
+        "macro_f1": float(f1_score(gold, predicted, average="macro", zero_division=0)),
+    }
+
+
 def classification_report(gold_labels: list[str], p_positive: list[float], bins: int = 10) -> dict:
-    """Accuracy, F1 (positive class), confusion matrix, ECE and a reliability curve."""
+    """Accuracy beside the majority baseline, balanced accuracy and macro-F1 (``skew_figures``), F1
+    (positive class), confusion matrix, ECE and a reliability curve."""
     gold = np.array([label == POSITIVE for label in gold_labels])
     p = np.asarray(p_positive, dtype=float)
     predicted = p >= 0.5
@@ -44,6 +75,7 @@ def classification_report(gold_labels: list[str], p_positive: list[float], bins:
     return {
         "n": int(len(gold)),
         "accuracy": accuracy(gold_labels, p),
+        **skew_figures(gold_labels, p),
         "f1": float(f1_score(gold, predicted, zero_division=0)),
         # rows: gold negative, positive; columns: predicted negative, positive
         "confusion": confusion_matrix(gold, predicted, labels=[False, True]).tolist(),

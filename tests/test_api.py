@@ -853,7 +853,7 @@ def test_openapi_schema_fuzzing_finds_no_server_error(api_url):
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {op.label for op in operations} >= {
         "GET /api/movies", "GET /api/movies/{title_id}", "GET /api/reviews/{review_id}",
-        "POST /api/reviews", "POST /api/predict", "GET /api/health",
+        "POST /api/reviews", "POST /api/predict", "GET /api/health", "GET /api/metrics",
     }  # fmt: skip
     calls = 0
     for operation in operations:

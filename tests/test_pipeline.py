@@ -72,6 +72,16 @@ def build_args(tmp_path, archive, *extra) -> list[str]:
     return ["build", "--imdb", str(archive), "--data-dir", str(tmp_path / "data"), *SMALL, *extra]
 
 
+def skewed_figures_agree_with_the_confusion(metrics: dict) -> None:
+    """The majority baseline, balanced accuracy and macro-F1 of a set, as its confusion matrix gives them."""
+    (tn, fp), (fn, tp) = metrics["confusion"]
+    assert metrics["majority_baseline"] == pytest.approx(max(tn + fp, fn + tp) / metrics["n"])
+    recalls = [tn / (tn + fp), tp / (tp + fn)]
+    assert metrics["balanced_accuracy"] == pytest.approx(sum(recalls) / 2)
+    f1s = [2 * tn / (2 * tn + fn + fp), 2 * tp / (2 * tp + fp + fn)]
+    assert metrics["macro_f1"] == pytest.approx(sum(f1s) / 2)
+
+
 def test_every_bert_of_the_learning_curve_trains_as_many_steps_as_the_builds_own():
     assert [curve_epochs(3, 500, size) for size in (100, 200, 500, 1000)] == [15, 8, 3, 3]
     assert curve_epochs(1, 24, 12) == 2
@@ -90,6 +100,7 @@ def test_build_end_to_end_on_the_real_archive(
     assert "bert" in summary and "nbsvm" in summary and "accuracy" in summary
     assert "learning curve, evaluation accuracy, mean ± std over 2 seeds" in summary
     assert "accuracy by length" in summary and "sst2" in summary
+    assert "majority balanced macro-F1" in summary
 
     assert main(["report", "--json", "--data-dir", str(tmp_path / "data")]) == 0
     record = json.loads(capsys.readouterr().out)
@@ -101,6 +112,7 @@ def test_build_end_to_end_on_the_real_archive(
             metrics = record["metrics"][model][split]
             assert 0 <= metrics["accuracy"] <= 1 and 0 <= metrics["ece"] <= 1
             assert sum(map(sum, metrics["confusion"])) == metrics["n"]
+            skewed_figures_agree_with_the_confusion(metrics)
     assert record["metrics"]["bert"]["eval"]["n"] == 30
     for model in ("bert", "nbsvm"):
         assert record["metrics"][model]["sst2"]["n"] == 8
@@ -110,6 +122,9 @@ def test_build_end_to_end_on_the_real_archive(
     assert lengths["n"][0] == 30  # every evaluation review's first sentence (none is one sentence long)
     assert sum(lengths["n"]) > 30 * 4  # the 30 reviews whole, and cut to 1, 2, … 6 sentences
     assert all(0 <= a <= 1 for model in ("bert", "nbsvm") for a in lengths[model])
+    assert lengths["majority_baseline"][0] == record["metrics"]["nbsvm"]["eval"]["majority_baseline"]  # the same 30
+    for figure in ("balanced_accuracy", "macro_f1"):
+        assert all(0 <= a <= 1 for model in ("bert", "nbsvm") for a in lengths[figure][model] if a is not None)
     assert set(record["timings"]) == {
         "data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "bert", "calibrate", "predict_bert", "explain_bert",
         "predict_evaluation", "evaluate", "rationales", "curve",
@@ -117,7 +132,9 @@ def test_build_end_to_end_on_the_real_archive(
     rationales_were_scored(record, tmp_path / "data")
     calibration = record["steps"]["calibrate"]
     assert calibration["folds"] == 2 and calibration["temperature"] > 0 and calibration["offset_per"] == "sentence"
+    # the prior is the archive's share of positives among its 50,000 labelled reviews: one half, as the training sample's
     assert calibration["prior_reviews"] == 40 and calibration["share_positive"] == 0.5
+    assert calibration["share_positive_of"] == 50_000
     assert calibration["one_sentence_reader"] is None  # the plain recipe has no teacher
     meta = json.loads((tmp_path / "data" / "models" / "bert" / "textflix.json").read_text())
     assert (meta["temperature"], meta["offset"]) == (calibration["temperature"], calibration["offset"])

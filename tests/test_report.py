@@ -18,7 +18,9 @@ def test_the_report_shows_each_models_figures_the_learning_curve_and_the_step_ti
     for model in ("nbsvm", "bert"):
         for name, m in RUN["metrics"][model].items():
             row = next(line.split() for line in lines if line.split()[:2] == [model, name])
-            assert row[2:] == [f"{m['accuracy']:.3f}", f"{m['f1']:.3f}", f"{m['ece']:.3f}"]
+            # a record from before the figures beside accuracy were kept: a dash for each, never a 0
+            assert row[2:] == [f"{m['accuracy']:.3f}", "–", "–", "–", f"{m['f1']:.3f}", f"{m['ece']:.3f}"]
+    assert "(–: not in this build's record)" in "\n".join(lines)
     curve = RUN["metrics"]["learning_curve"]
     assert f"mean ± std over {curve['seeds']} seeds" in "\n".join(lines)
     untrained = [f"{size:,}" for size, mean in zip(curve["sizes"], curve["bert"]["mean"]) if mean is None]
@@ -35,7 +37,7 @@ def test_the_report_of_a_distill_build_names_its_teacher_and_how_many_reviews_it
         f"recipe distill: {student['labelled']:,} labels plus {student['teacher_labelled']:,} texts of unlabeled reviews "
         f"labelled by the teacher {teacher['base_model']}"
     ) in text
-    assert f"teacher  eval          {DISTILL_RUN['metrics']['teacher']['eval']['accuracy']:.3f}" in text
+    assert f"teacher  eval          {DISTILL_RUN['metrics']['teacher']['eval']['accuracy']:.3f}        –" in text
 
 
 def test_the_json_report_is_the_run_record(web_database, capsys):

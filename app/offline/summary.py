@@ -5,7 +5,10 @@ from app.db import display_url
 from app.settings import Settings
 from model.config import DISTILL
 from model.curve import LEARNING_CURVE, point_text
+from model.metrics import MAJORITY_BASELINE, SKEW_FIGURES
 from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MAIN_MODEL, MODELS, RATIONALES, TEACHER, TRAIN
+
+FIGURE_HEADS = {"balanced_accuracy": "balanced", "macro_f1": "macro-F1"}
 
 
 def recipe_line(record: dict) -> str:
@@ -33,14 +36,19 @@ def summary(record: dict, settings: Settings) -> str:
         f"  {counts.get(TRAIN, 0):,} training reviews · {counts.get(CATALOGUE, 0):,} catalogue "
         f"reviews of {counts.get('titles', 0)} titles · {counts.get(EVAL, 0):,} evaluation reviews",
         "",
-        f"  {'model':8} {'set':10} {'accuracy':>8} {'F1':>6} {'ECE':>6}",
+        f"  {'model':8} {'set':10} {'accuracy':>8} {'majority':>8} {'balanced':>8} {'macro-F1':>8} "
+        f"{'F1':>6} {'ECE':>6}",
     ]
     metrics = record["metrics"]
-    for model in (*MODELS, TEACHER):
-        for split, m in metrics.get(model, {}).items():
-            lines.append(
-                f"  {model:8} {split:10} {m['accuracy']:8.3f} {m['f1']:6.3f} {m['ece']:6.3f}"
-            )
+    reports = [(model, split, m) for model in (*MODELS, TEACHER) for split, m in metrics.get(model, {}).items()]
+    for model, split, m in reports:
+        skewed = " ".join(figure_text(m.get(name), 8) for name in SKEW_FIGURES)
+        lines.append(f"  {model:8} {split:10} {m['accuracy']:8.3f} {skewed} {m['f1']:6.3f} {m['ece']:6.3f}")
+    older = any(MAJORITY_BASELINE not in m for _, _, m in reports)
+    lines.append(
+        "  majority: the accuracy of always saying the set's larger class; balanced: the mean of each class's "
+        "recall; macro-F1: the mean of each class's F1" + (" (–: not in this build's record)" if older else "")
+    )
     if lengths := metrics.get(LENGTHS):
         lines += ["", *length_lines(lengths)]
     if rationales := metrics.get(RATIONALES):
@@ -73,16 +81,28 @@ def rationale_lines(rationales: dict) -> list[str]:
 
 
 def length_lines(lengths: dict) -> list[str]:
-    """The length table (``model.lengths``): a row per band of sentences, accuracy per model."""
+    """The length table (``model.lengths``): a row per band of sentences, accuracy per model, and (in a
+    record that keeps them) the band's majority baseline and each model's balanced accuracy and macro-F1."""
+    majority = lengths.get(MAJORITY_BASELINE)
+    skewed = [name for name in FIGURE_HEADS if name in lengths]
     lines = [
-        "  accuracy by length, evaluation reviews whole and cut (sentences)",
-        f"  {'band':>8} {'texts':>7} " + " ".join(f"{DISPLAY_NAMES[model]:>8}" for model in MODELS),
-    ]
+        "  accuracy by length, evaluation reviews whole and cut (sentences)"
+        + ("" if majority is None else ", beside the majority baseline, each model's balanced accuracy and macro-F1"),
+        f"  {'band':>8} {'texts':>7}" + ("" if majority is None else f" {'majority':>8}")
+        + "".join(f" {DISPLAY_NAMES[model]:>8}" + "".join(f" {FIGURE_HEADS[name]:>8}" for name in skewed)
+                  for model in MODELS),
+    ]  # fmt: skip
     for i, band in enumerate(lengths["bands"]):
-        values = (lengths[model][i] for model in MODELS)
-        row = " ".join("       –" if value is None else f"{value:8.3f}" for value in values)
-        lines.append(f"  {band:>8} {lengths['n'][i]:>7,} {row}")
+        values = [] if majority is None else [majority[i]]
+        for model in MODELS:
+            values += [lengths[model][i], *(lengths[name][model][i] for name in skewed)]
+        lines.append(f"  {band:>8} {lengths['n'][i]:>7,} " + " ".join(figure_text(value, 8) for value in values))
     return lines
+
+
+def figure_text(value: float | None, width: int) -> str:
+    """A figure to 3 places in ``width`` characters; a dash where there is none."""
+    return f"{'–':>{width}}" if value is None else f"{value:{width}.3f}"
 
 
 def curve_lines(curve: dict) -> list[str]:

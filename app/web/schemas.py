@@ -418,6 +418,50 @@ class Health(BaseModel):
     )
 
 
+# --- metrics --------------------------------------------------------------------------------
+
+OLDER_RUN = "absent from a run recorded before it was kept"
+
+
+class SetMetrics(BaseModel):
+    """One model's figures on one set of labelled texts, from the build's evaluate step."""
+
+    n: int = Field(description="Labelled texts in the set.")
+    accuracy: float = Field(description="Share of predictions (positive at p ≥ 0.5) that match the labels.")
+    majority_baseline: float | None = Field(
+        None, description=f"The accuracy of always saying the set's larger class, for accuracy to beat; {OLDER_RUN}."
+    )
+    balanced_accuracy: float | None = Field(
+        None, description=f"The mean of each class's recall (0.5 for a model that always says one class); {OLDER_RUN}."
+    )
+    macro_f1: float | None = Field(None, description=f"The mean of each class's F1; {OLDER_RUN}.")
+    f1: float = Field(description="F1 of the positive class.")
+    ece: float = Field(description="Expected calibration error over 10 bins of confidence.")
+    confusion: list[list[int]] = Field(description="Rows gold negative, positive; columns predicted the same.")
+
+
+class LengthMetrics(BaseModel):
+    """The evaluation reviews whole and cut to their first 1 to 6 sentences, by band of sentences."""
+
+    bands: list[str] = Field(description="Bands of sentences: 1, 2–3, 4–6, 7+.")
+    n: list[int] = Field(description="Texts per band.")
+    majority_baseline: list[float | None] | None = Field(None, description=f"Per band; {OLDER_RUN}.")
+    accuracy: dict[str, list[float | None]] = Field(description="Per model, per band (null: an empty band).")
+    balanced_accuracy: dict[str, list[float | None]] | None = Field(None, description=f"Per model, band; {OLDER_RUN}.")
+    macro_f1: dict[str, list[float | None]] | None = Field(None, description=f"Per model, band; {OLDER_RUN}.")
+
+
+class Metrics(BaseModel):
+    run_id: int | None = Field(None, description="The latest build's run; absent before the first build.")
+    status: str | None = Field(None, description="`complete`, or `running` while the build goes on.")
+    models: dict[str, dict[str, SetMetrics]] = Field(
+        description="Per model (`nbsvm`, `bert`, and a distill build's `teacher`), per set: `eval` (the "
+        "evaluation reviews), `catalogue`, `sst2` (one-line reviews, when the build had --sst2); empty until "
+        "the build's evaluate step."
+    )
+    lengths: LengthMetrics | None = Field(None, description="Accuracy by length; absent until the evaluate step.")
+
+
 # --- export ---------------------------------------------------------------------------------
 
 

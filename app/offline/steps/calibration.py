@@ -19,7 +19,6 @@ from model.bert import OFFSET, OFFSET_PER, ONE_SENTENCE_READER, TEMPERATURE, Ber
 from model.config import PER_SENTENCE, CalibrationConfig
 from model.data import sample_unlabeled
 from model.metrics import classification_report, fit_offset, fit_temperature, tempered_p_positive
-from model.names import POSITIVE
 from model.trained import model_dir
 
 log = logging.getLogger("textflix")
@@ -29,8 +28,10 @@ CALIBRATION_DIR = "calibration"  # in the data directory: each fold's held-out s
 class Calibrate(Step):
     """Calibration of the served BERT model, in place and in scale, without test text:
     - its offset, added to its log-odds, makes its mean probability of "positive" over
-      prior_reviews unlabeled reviews the training reviews' share of positives (``fit_offset``):
-      a model that reads too many reviews one way is set straight without labels;
+      prior_reviews unlabeled reviews the corpus's share of positives among its labelled reviews
+      (``Splits.share_positive``; ``fit_offset``): a model that reads too many reviews one way is set
+      straight without labels, and a balanced training sample of a corpus that leans one way does not
+      tilt every prediction toward even odds;
     - its temperature is fitted to held-out scores: the training reviews split into
       calibration_folds folds, the model trained again on all folds but one (and offset the
       same way) and scored on that one.
@@ -70,8 +71,9 @@ class Calibrate(Step):
     def run(self, build: Pipeline) -> dict:
         s = build.settings
         _, texts, labels = build.training_set
-        share = labels.count(POSITIVE) / len(labels)
         unlabeled = prior_texts(build)
+        prior = corpus_prior(build) if unlabeled else {}  # read only where the offset matches it
+        share = prior.get("share_positive")
         facts = {"folds": 0, TEMPERATURE: 1.0}
         if s.calibration_folds >= 2:
             scores = self.held_out_scores(build, texts, labels, unlabeled, share)
@@ -85,7 +87,7 @@ class Calibrate(Step):
         offset = set_prior_offset(served, unlabeled, share, facts[TEMPERATURE])
         if unlabeled:
             log.info("Calibration: offset %+.3f to BERT's log-odds per %s, so that its mean probability of positive "
-                     "over %d unlabeled reviews is %.2f, the training reviews' share.",
+                     "over %d unlabeled reviews is %.3f, the share of positives among the corpus's labelled reviews.",
                      offset, PER_SENTENCE, len(unlabeled), share)  # fmt: skip
         reader = one_sentence_reader(build)
         if reader:
@@ -93,10 +95,10 @@ class Calibrate(Step):
         meta = {TEMPERATURE: facts[TEMPERATURE], OFFSET: offset, OFFSET_PER: PER_SENTENCE, ONE_SENTENCE_READER: reader}
         update_meta(model_dir(s.models_dir, self.trainer.name), meta)
         return {**facts, OFFSET: offset, OFFSET_PER: PER_SENTENCE, ONE_SENTENCE_READER: reader,
-                "prior_reviews": len(unlabeled), "share_positive": share}  # fmt: skip
+                "prior_reviews": len(unlabeled), **prior}  # fmt: skip
 
     def held_out_scores(
-        self, build: Pipeline, texts: list[str], labels: list[str], unlabeled: list[str], share: float
+        self, build: Pipeline, texts: list[str], labels: list[str], unlabeled: list[str], share: float | None
     ) -> np.ndarray:
         """Each training review's scores from the model trained without its fold, offset as that model's own."""
         folds = build.settings.calibration_folds
@@ -116,6 +118,13 @@ class Calibrate(Step):
         return scores
 
 
+def corpus_prior(build: Pipeline) -> dict:
+    """The share of positives BERT's offset matches on unlabeled reviews: the corpus's own among its
+    labelled reviews (``Splits.share_positive``), and of how many labelled reviews it is the share."""
+    splits = build.splits()
+    return {"share_positive": splits.share_positive, "share_positive_of": splits.labelled_read}
+
+
 def one_sentence_reader(build: Pipeline) -> str | None:
     """The folder of the model that the served BERT hands its texts of one sentence to
     (``model.bert.one_sentence_reader_of``: the distill recipe's teacher, unless one_sentence_reader
@@ -131,7 +140,9 @@ def prior_texts(build: Pipeline) -> list[str]:
     return [r.text for r in sample_unlabeled(build.splits().unlabeled, s.prior_reviews, s.seed)]
 
 
-def set_prior_offset(model: BertClassifier, unlabeled: list[str], share: float, temperature: float = 1.0) -> float:
+def set_prior_offset(
+    model: BertClassifier, unlabeled: list[str], share: float | None, temperature: float = 1.0
+) -> float:
     """Give ``model`` the offset, added to its log-odds once per sentence it reads (``PER_SENTENCE``), that
     makes its mean probability of "positive" over the ``unlabeled`` texts ``share`` (none: 0); returns it."""
     model.offset, model.offset_per = 0.0, PER_SENTENCE

@@ -19,8 +19,8 @@ from model.bert import BertClassifier
 from model.config import DISTILL, BertConfig
 from model.curve import LEARNING_CURVE, point_text, series, spread
 from model.data import RawReview, balanced_sample, read_sst2
-from model.lengths import BAND_NAMES, band_accuracies, band_sizes, length_set
-from model.metrics import accuracy, classification_report
+from model.lengths import BAND_NAMES, band_accuracies, band_sizes, band_skew_figures, length_set
+from model.metrics import MAJORITY_BASELINE, accuracy, classification_report
 from model.names import (
     CATALOGUE,
     CORPORA,
@@ -29,7 +29,6 @@ from model.names import (
     LENGTHS,
     MAIN_MODEL,
     MODELS,
-    POSITIVE,
     SST2,
     STUDENT,
     TEACHER,
@@ -40,8 +39,9 @@ log = logging.getLogger("textflix")
 
 
 class Evaluate(Step):
-    """Each model's report (accuracy, F1, confusion, ECE, reliability) on the evaluation reviews,
-    the catalogue and, with --sst2, one-line reviews; and the length table (``model.lengths``)."""
+    """Each model's report (accuracy beside the majority baseline, balanced accuracy and macro-F1; F1,
+    confusion, ECE, reliability) on the evaluation reviews, the catalogue and, with --sst2, one-line
+    reviews; and the length table (``model.lengths``), with the same figures per band."""
 
     name = "evaluate"
     reads = ("predictions", "gold labels", "evaluation reviews", "SST-2", "models")
@@ -52,9 +52,11 @@ class Evaluate(Step):
             read_sst2(build.settings.sst2)
 
     def up_to_date(self, build: Pipeline) -> bool:
-        """Evaluated with this build's --sst2 (set or not), and by length: else evaluated again."""
+        """Evaluated with this build's --sst2 (set or not), and by length with the figures beside accuracy
+        (an older build's record has none): else evaluated again."""
         metrics = build.run_record().metrics
-        return LENGTHS in metrics and (SST2 in metrics.get(MAIN_MODEL, {})) == bool(build.settings.sst2)
+        by_length = MAJORITY_BASELINE in metrics.get(LENGTHS, {})
+        return by_length and (SST2 in metrics.get(MAIN_MODEL, {})) == bool(build.settings.sst2)
 
     def run(self, build: Pipeline) -> None:
         metrics = {name: {} for name in MODELS}
@@ -75,7 +77,12 @@ class Evaluate(Step):
         lengths = {"bands": BAND_NAMES, "n": band_sizes(bands)}
         for name in MODELS:
             model = build.model(name)
-            lengths[name] = band_accuracies(labels, model.predict_proba(texts)[:, 1], bands)
+            p_positive = model.predict_proba(texts)[:, 1]
+            lengths[name] = band_accuracies(labels, p_positive, bands)
+            skewed = band_skew_figures(labels, p_positive, bands)
+            lengths[MAJORITY_BASELINE] = skewed.pop(MAJORITY_BASELINE)  # of the labels alone: every model's the same
+            for figure, values in skewed.items():
+                lengths.setdefault(figure, {})[name] = values
             if short:
                 metrics[name][SST2] = report_on(model, *short)
         if build.settings.recipe == DISTILL:
@@ -211,9 +218,8 @@ class LearningCurve(Step):
         if isinstance(config, BertConfig):
             update["epochs"] = epochs or curve_epochs(config.epochs, build.settings.train_size, len(sample))
         config, _ = pretrained(build, config.model_copy(update=update))
-        labels = [r.label for r in sample]
-        model = kind.train([r.text for r in sample], labels, config, build.device, False)
+        model = kind.train([r.text for r in sample], [r.label for r in sample], config, build.device, False)
         if isinstance(model, BertClassifier):
-            set_prior_offset(model, unlabeled, labels.count(POSITIVE) / len(labels))
+            set_prior_offset(model, unlabeled, build.splits().share_positive)
         texts, gold = evaluation
         return accuracy(gold, model.predict_proba(texts)[:, 1])

@@ -1,6 +1,6 @@
-"""The JSON API under /api/ (OpenAPI at /docs): catalogue, reviews, live analysis, export, health.
+"""The JSON API under /api/ (OpenAPI at /docs): catalogue, reviews, live analysis, export, metrics, health.
 
-Routes live in small modules (``movies``, ``reviews``, ``predict``, ``export``, ``health``); the
+Routes live in small modules (``movies``, ``reviews``, ``predict``, ``export``, ``metrics``, ``health``); the
 request and answer schemas in ``app.web.schemas``; the models behind the analysis in
 ``app.web.analysis``. The guard in front of the POST routes (``app.web.guard``) and the
 error answers (``app.web.errors``) are the app's, shared with the pages.
@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from app.settings import Settings
-from app.web.api import export, health, movies, predict, reviews
+from app.web.api import export, health, metrics, movies, predict, reviews
 from app.web.schemas import ExportRow
 
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -30,7 +30,7 @@ DOCS_ASSETS = Path(fastapi_offline.__file__).parent / "static"
 def install(app: FastAPI) -> None:
     """Add the API's routes to ``app``, and its OpenAPI schema with the limits of its settings."""
     settings = app.state.settings
-    for module in (health, movies, reviews, predict, export):
+    for module in (health, movies, reviews, predict, export, metrics):
         app.include_router(module.router)
 
     def openapi() -> dict:

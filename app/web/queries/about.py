@@ -13,6 +13,7 @@ from app.web.catalogue_cache import kept
 from app.web.queries import rationales
 from model.config import DISTILL, PLAIN
 from model.curve import LEARNING_CURVE
+from model.metrics import MAJORITY_BASELINE
 from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MODELS, SENTENCE, SST2, STUDENT, TEACHER
 from model.quality import LOG_ODDS, NO_FIT, QUALITY_FIELDS, UNSTABLE, is_empty, is_weak
 
@@ -130,6 +131,8 @@ def about(session: Session) -> dict:
         }
         for model in MODELS
     ]
+    # a record made before they were kept has accuracy alone: the page shows no empty rows for them
+    page["skew_figures"] = any(MAJORITY_BASELINE in figures for m in page["models"] for figures in m["sets"].values())
     page["timings"] = [{"step": step, "seconds": seconds} for step, seconds in record["timings"].items()]
     page["total_seconds"] = sum(seconds or 0.0 for seconds in record["timings"].values())
     page["lengths"] = metrics.get(LENGTHS)
