@@ -1045,6 +1045,7 @@ def test_a_file_s_items_are_items_unless_the_setting_names_them(game_database):
 def test_the_item_noun_and_its_plural(given, noun, plural):
     items = Items.of(GAME_CORPUS, Settings(item_noun=given).item_noun)
     assert (items.noun, items.plural) == (noun, plural)
+    assert [items.called(count) for count in (0, 1, 2)] == [plural, noun, plural]
 
 
 def test_the_item_noun_is_a_flag_of_serve_and_a_variable(monkeypatch):

@@ -189,6 +189,10 @@ class Items:
     def imdb(self) -> bool:
         return self.corpus == IMDB_CORPUS
 
+    def called(self, count) -> str:
+        """What ``count`` of the items are called: "1 game", "3 games"."""
+        return self.noun if count == 1 else self.plural
+
     @property
     def capital(self) -> str:
         """The noun at the start of a sentence (only its first letter raised: "BnB" stays "BnB")."""
