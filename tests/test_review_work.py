@@ -142,8 +142,8 @@ def test_the_running_steps_progress_says_its_seconds_left_and_when_each_model_is
 ):
     """The run record's progress while NB-SVM's steps run: every step of the build, done of total, the
     running step's seconds left from its rate so far, and NB-SVM's seconds until its predict step is done
-    (the site shows it then), none once it is; its explanations estimated from what its predictions cost
-    before they start. (A rate after any time, and every report written, so that a build of seconds shows them.)"""
+    (the site shows it then), none once it is; its explanations not estimated from what its predictions cost
+    (their cost is per review, not per character), but from their own rate once timed. (A rate after any time, and every report written, so that a build of seconds shows them.)"""
     monkeypatch.setattr(estimates, "TIMED_AFTER_S", 0.0)
     monkeypatch.setattr(pipeline, "PROGRESS_WRITE_S", 0.0)
     written = []
@@ -168,7 +168,7 @@ def test_the_running_steps_progress_says_its_seconds_left_and_when_each_model_is
     assert timed and all(p["ready_in_s"] == {NBSVM: p["eta_s"]} for p in timed)  # its own step is the last
     explaining = [p for p in running if p["step"] == "explain_nbsvm"]
     assert explaining and all(p["ready_in_s"] == {} for p in explaining)  # on the site: its highlights come in
-    assert isinstance(explaining[0]["eta_s"], int)  # at its start: from its work at predict's rate
+    assert explaining[0]["eta_s"] is None and isinstance(explaining[-1]["eta_s"], int)  # timed as it goes
     assert written[-1] is None  # no step runs
     assert "Number format: " in caplog.text
     assert re.search(r"Step explain_nbsvm: \d+ of \d+ reviews in \d+ s: about .* left for it", caplog.text)
