@@ -215,45 +215,6 @@ def rationales_were_scored(record: dict, data_dir) -> None:
         assert "ERASER" not in client.get("/").text  # never in the catalogue
 
 
-@pytest.mark.slow
-def test_killed_build_resumes_without_redoing_work(tmp_path, real_subset_archive):
-    db = tmp_path / "data" / "textflix.db"
-    # no calibration folds nor learning curve: what is resumed here is the explanations (the end-to-end test
-    # checks the folds and the curve, `up`'s the curve)
-    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive), "--set", "calibration_folds=0",
-               "--set", "learning_curve="]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and process.poll() is None:
-            if db.exists() and count(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='explanations'"):
-                if count(db, "SELECT COUNT(*) FROM explanations") >= 5:
-                    break
-            time.sleep(0.2)
-        assert process.poll() is None, "the build ended before it could be killed"
-        process.send_signal(signal.SIGKILL)  # as abrupt as a power cut
-        process.wait()
-    finally:
-        process.kill()
-    explained = snapshot(db)["explanations"]
-    assert explained and count(db, "SELECT status FROM runs") == "running"
-
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr
-    assert "Step data: already done" in result.stderr
-    finished_first_pass = sum("'nbsvm', 'sentence'" in row for row in explained)
-    assert f"LIME nbsvm sentences: {catalogue_size(db) - finished_first_pass} reviews to explain, " \
-        f"{finished_first_pass} already done." in result.stderr
-    after = snapshot(db)
-    assert set(explained) <= set(after["explanations"])  # finished reviews were kept as they were
-    assert len(after["explanations"]) == 3 * catalogue_size(db)
-    assert count(db, "SELECT COUNT(*) FROM runs") == 1
-    assert count(db, "SELECT status FROM runs") == "complete"
-    # without --rationales the step says it skipped, and /about that the highlights were not compared
-    assert count(db, "SELECT json_extract(steps, '$.rationales.skipped') FROM runs") == "no --rationales file"
-
-
 def run_steps(db) -> dict:
     with sqlite3.connect(db) as connection:
         status, steps = connection.execute("SELECT status, steps FROM runs").fetchone()
@@ -319,10 +280,12 @@ def test_up_serves_the_catalogue_at_once_while_a_background_build_does_the_rest(
     # a curve of 8 models (BERT and NB-SVM at 12 and 24 reviews, 2 seeds): long enough to be seen running.
     # --recipe auto, as a user's `up` runs (distilled from a small MiniLM teacher): the background build
     # gets settings auto made concrete (--length-exponent -0.5 among them), else it refuses the database.
+    # One epoch of the teacher and of the student: any trained models serve here.
     command = [
         sys.executable, "-m", "app.cli", "up", *build_args(tmp_path, real_subset_archive)[1:],
         "--set", "learning_curve=12,24", "--set", "curve_seeds=2", "--port", str(port), "--device", "cpu",
         "--set", "recipe=auto", "--set", f"teacher_model={MINILM}", "--set", "teacher_frozen_layers=0",
+        "--set", "teacher_epochs=1", "--set", "student_epochs=1",
         "--set", "unlabeled=20", "--set", "teacher_cuts=1", "--set", "calibration_folds=0",  # the end-to-end test checks the folds
     ]  # fmt: skip
     progress = re.compile(r'role="status">The learning curve is being computed: (\d+) of 8 models\.')
@@ -421,17 +384,25 @@ def test_rebuild_with_other_settings_is_refused(tmp_path, real_subset_archive, c
 @pytest.mark.slow
 def test_build_on_postgresql(tmp_path, real_subset_archive):
     """The same build on PostgreSQL, given a server in TEXTFLIX_TEST_POSTGRES_URL."""
-    from sqlalchemy import create_engine, text
+    from sqlalchemy import create_engine, select, text
+
+    from app.db import Run
 
     url = empty_postgresql()
     engine = create_engine(url)
-    assert main(build_args(tmp_path, real_subset_archive, "--database", url)) == 0
-    assert main(build_args(tmp_path, real_subset_archive, "--database", url)) == 0  # nothing to redo
+    # every step's reads and writes on PostgreSQL, without the models they train again (the end-to-end test
+    # trains them): no calibration folds, a curve of the build's own models at its training size only
+    args = build_args(tmp_path, real_subset_archive, "--database", url, "--set", "calibration_folds=0",
+                      "--set", "learning_curve=24", "--set", "curve_seeds=1")  # fmt: skip
+    assert main(args) == 0
+    assert main(args) == 0  # nothing to redo
     with engine.connect() as connection:
         catalogue = connection.scalar(text("SELECT COUNT(*) FROM reviews WHERE split = 'catalogue'"))
         assert catalogue > 0
         assert connection.scalar(text("SELECT COUNT(*) FROM explanations")) == 3 * catalogue
         assert connection.scalar(text("SELECT COUNT(*) FROM runs WHERE status = 'complete'")) == 1
+        curve = connection.scalar(select(Run.metrics))["learning_curve"]  # the own models' points, read back
+        assert curve["sizes"] == [24] and [len(curve[model]["runs"][0]) for model in ("bert", "nbsvm")] == [1, 1]
     engine.dispose()
 
 
@@ -447,34 +418,60 @@ def test_a_corrupt_model_is_named_with_what_to_do(tmp_path):
         Pipeline(Settings(data_dir=tmp_path), build_steps("plain")).model("nbsvm")
 
 
-@pytest.mark.slow
-def test_nbsvm_is_done_before_bert_trains_and_a_build_killed_in_berts_training_resumes_bert_alone(
-    tmp_path, real_subset_archive
-):
-    db = tmp_path / "data" / "textflix.db"
-    # no calibration folds: every step ahead of BERT's explanations can be estimated; no learning curve:
-    # what is resumed here is BERT's training (the end-to-end test and `up`'s check the curve)
-    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive), "--set", "calibration_folds=0",
-               "--set", "learning_curve="]  # fmt: skip
+def killed_when(command: list[str], stderr, ready):
+    """Runs the build ``command`` and kills it (SIGKILL, as abrupt as a power cut) once ``ready()``
+    answers something true, which it returns."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    progress = None
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    found = None
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and process.poll() is None:
-            # the runs table with its progress column (migration 0005): the schema is made a migration at a time
-            if db.exists() and count(db, "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name='progress'"):
-                with sqlite3.connect(db) as connection:
-                    row = connection.execute("SELECT progress FROM runs").fetchone()
-                progress = json.loads(row[0]) if row and row[0] else None
-                if progress and progress["step"] == "bert" and progress.get("unit") == "optimizer steps":
-                    break
+        while time.monotonic() < deadline and process.poll() is None and not (found := ready()):
             time.sleep(0.05)
         assert process.poll() is None, "the build ended before it could be killed"
-        process.send_signal(signal.SIGKILL)  # in BERT's training
+        process.send_signal(signal.SIGKILL)
         process.wait()
     finally:
         process.kill()
+    return found
+
+
+@pytest.mark.slow
+def test_a_build_killed_in_nbsvms_explanations_then_in_berts_training_resumes_without_redoing_work(
+    tmp_path, real_subset_archive
+):
+    """One build killed twice: mid-explanation (it resumes the reviews left), then in BERT's training
+    (NB-SVM was done before it: the last run does BERT alone)."""
+    db = tmp_path / "data" / "textflix.db"
+    # no calibration folds: every step ahead of BERT's explanations can be estimated; no learning curve:
+    # what is resumed here is the explanations and BERT's training (the end-to-end test checks the folds
+    # and the curve, `up`'s the curve)
+    command = [sys.executable, "-m", "app.cli", *build_args(tmp_path, real_subset_archive), "--set", "calibration_folds=0",
+               "--set", "learning_curve="]  # fmt: skip
+
+    def explained() -> bool:
+        made = db.exists() and count(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='explanations'")
+        return bool(made) and count(db, "SELECT COUNT(*) FROM explanations") >= 5
+
+    killed_when(command, subprocess.DEVNULL, explained)
+    first = snapshot(db)["explanations"]
+    assert first and count(db, "SELECT status FROM runs") == "running"
+
+    def training_bert() -> dict | None:
+        with sqlite3.connect(db) as connection:
+            row = connection.execute("SELECT progress FROM runs").fetchone()
+        progress = json.loads(row[0]) if row and row[0] else None
+        return progress if progress and progress["step"] == "bert" and progress.get("unit") == "optimizer steps" else None
+
+    second_log = tmp_path / "second.log"
+    with open(second_log, "wb") as log:
+        progress = killed_when(command, log, training_bert)
+    resumed = second_log.read_text(errors="replace")
+    assert "Step data: already done" in resumed
+    catalogue = catalogue_size(db)
+    finished_first_pass = sum("'nbsvm', 'sentence'" in row for row in first)
+    assert f"LIME nbsvm sentences: {catalogue - finished_first_pass} reviews to explain, " \
+        f"{finished_first_pass} already done." in resumed
     order = ["data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "bert", "calibrate", "predict_bert", "explain_bert",
              "predict_evaluation", "evaluate", "rationales", "curve"]  # fmt: skip
     assert progress["steps"] == order and progress["total"] > 0 and "eta_s" in progress
@@ -482,11 +479,12 @@ def test_nbsvm_is_done_before_bert_trains_and_a_build_killed_in_berts_training_r
     with sqlite3.connect(db) as connection:
         recorded = list(json.loads(connection.execute("SELECT steps FROM runs").fetchone()[0]))
     assert recorded == order[:4]  # NB-SVM predicted and explained before BERT's training started
-    catalogue = catalogue_size(db)
     nbsvm_rows = snapshot(db)
+    assert set(first) <= set(nbsvm_rows["explanations"])  # finished reviews were kept as they were
     assert count(db, "SELECT COUNT(*) FROM explanations WHERE model = 'nbsvm'") == 2 * catalogue  # sentences, words
     assert count(db, "SELECT COUNT(*) FROM predictions WHERE model = 'bert'") == 0
 
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr
     for step in ("predict_nbsvm", "explain_nbsvm"):
@@ -497,6 +495,9 @@ def test_nbsvm_is_done_before_bert_trains_and_a_build_killed_in_berts_training_r
     for table in ("sentence_weights", "word_weights", "explanations"):
         assert set(nbsvm_rows[table]) <= set(after[table])  # NB-SVM's rows kept as they were
     assert count(db, "SELECT COUNT(*) FROM explanations") == 3 * catalogue
+    assert count(db, "SELECT COUNT(*) FROM runs") == 1
     with sqlite3.connect(db) as connection:
         status, steps = connection.execute("SELECT status, steps FROM runs").fetchone()
     assert status == "complete" and list(json.loads(steps)) == order
+    # without --rationales the step says it skipped, and /about that the highlights were not compared
+    assert count(db, "SELECT json_extract(steps, '$.rationales.skipped') FROM runs") == "no --rationales file"

@@ -138,23 +138,6 @@ def test_an_unreachable_cluster_is_named_at_once(local_build, capsys, real_subse
 
 @needs_ray
 @pytest.mark.slow
-def test_a_ray_build_writes_the_same_rows_as_the_local_build(local_build, real_subset_archive):
-    data, local_db = local_build
-    db = data / "ray.db"
-    result = build(real_subset_archive, data, db, "--engine", "ray")
-    assert "Ray: a local Ray on this machine (" in result.stderr and "1 CPU each" in result.stderr
-    assert "NB-SVM already trained" in result.stderr  # the same models: only the engine differs
-    expected = rows(local_db)
-    assert expected["predictions"] and expected["sentence_weights"] and expected["word_weights"]
-    assert rows(db) == expected  # exact: same predictions, LIME weights and quality figures
-    steps = json.loads(count(db, "SELECT steps FROM runs"))
-    assert {steps[name]["engine"] for name in ("predict_nbsvm", "explain_nbsvm", "predict_bert", "explain_bert")} == {"ray"}
-    assert steps["explain_bert"]["actors"] >= 1
-    assert json.loads(count(local_db, "SELECT steps FROM runs"))["explain_bert"]["engine"] == "local"
-
-
-@needs_ray
-@pytest.mark.slow
 def test_a_build_stopped_by_one_engine_is_finished_by_the_other(local_build, real_subset_archive):
     """A local build that stopped mid-explain (its last reviews without rows) is finished by
     Ray; the rows equal the local build's."""
@@ -183,14 +166,20 @@ def test_a_build_stopped_by_one_engine_is_finished_by_the_other(local_build, rea
 
 @needs_ray
 @pytest.mark.slow
-def test_a_killed_ray_build_resumes_without_redoing_reviews(local_build, real_subset_archive):
+def test_a_killed_ray_build_resumes_without_redoing_reviews_and_writes_the_same_rows_as_the_local_build(
+    local_build, real_subset_archive, tmp_path
+):
+    """One Ray build, killed mid-explain and resumed: it resumes the reviews left, and its rows in
+    the end are exactly the local build's."""
     data, local_db = local_build
     db = data / "killed.db"
     command = build_command(real_subset_archive, data, db, "--engine", "ray")
+    first_log = tmp_path / "first.log"
     # its own session: the kill takes the build and the local Ray it started (its actors go with their raylet)
-    process = subprocess.Popen(
-        command, cwd=ROOT, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
+    with open(first_log, "wb") as log:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=environment(), stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and process.poll() is None:
@@ -204,12 +193,14 @@ def test_a_killed_ray_build_resumes_without_redoing_reviews(local_build, real_su
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+    assert "NB-SVM already trained" in first_log.read_text(errors="replace")  # the same models: only the engine differs
     first = rows(db)
     catalogue = len([r for r in first["reviews"] if r[4] == "catalogue"])
     assert 0 < len(first["explanations"]) < 3 * catalogue, "killed mid-explain"
     assert count(db, "SELECT status FROM runs") == "running"
 
     result = build(real_subset_archive, data, db, "--engine", "ray")
+    assert "Ray: a local Ray on this machine (" in result.stderr and "1 CPU each" in result.stderr
     assert "Step predict_nbsvm: already done" in result.stderr
     done = [(model, level) for _, model, level, *_ in first["explanations"]]
     for model, level in (("nbsvm", "sentence"), ("bert", "sentence"), ("nbsvm", "word")):
@@ -217,5 +208,11 @@ def test_a_killed_ray_build_resumes_without_redoing_reviews(local_build, real_su
         assert f"LIME {model} {level}s: {catalogue - finished} reviews to explain, {finished} already done." in result.stderr
     after = rows(db)
     assert set(first["explanations"]) <= set(after["explanations"])  # finished reviews kept as they were
-    assert after == rows(local_db)  # and the whole result is the clean local build's
+    expected = rows(local_db)
+    assert expected["predictions"] and expected["sentence_weights"] and expected["word_weights"]
+    assert after == expected  # exact: the clean local build's predictions, LIME weights and quality figures
     assert count(db, "SELECT status FROM runs") == "complete"
+    steps = json.loads(count(db, "SELECT steps FROM runs"))
+    assert {steps[name]["engine"] for name in ("predict_nbsvm", "explain_nbsvm", "predict_bert", "explain_bert")} == {"ray"}
+    assert steps["explain_bert"]["actors"] >= 1
+    assert json.loads(count(local_db, "SELECT steps FROM runs"))["explain_bert"]["engine"] == "local"
