@@ -126,6 +126,15 @@ class ReviewsSource(ConfigGroup):
         "each label, e.g. scale=1-5,positive=4-5,negative=1-2 (3 left out); default: yes/no values."
     )  # fmt: skip
 
+    @field_validator("label_rule", mode="after")
+    @classmethod
+    def _label_rule(cls, value: str | None) -> str | None:
+        if value is not None:
+            from model.reviews_file import LabelRule  # only with a rule: the command line starts without it
+
+            LabelRule.parse(value)  # a ValueError that says what is wrong with it
+        return value
+
     @field_validator("reviews", mode="after")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:

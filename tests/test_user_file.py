@@ -197,3 +197,10 @@ def test_build_and_site_on_a_profile_of_the_steam_reviews(tmp_path, shared_steam
 def test_build_and_site_on_a_profile_of_the_skytrax_lounge_reviews(tmp_path, shared_skytrax):
     reviews = profile(shared_skytrax, tmp_path / "skytrax_profile.csv", slice(400))  # the airlines' slugs, no names
     build_and_browse(tmp_path, reviews, SKYTRAX_COLUMNS, name=None)
+
+
+def test_a_label_rule_that_is_not_one_stops_the_command_before_anything_is_read(tmp_path, capsys):
+    command = ["build", "--reviews", str(tmp_path / "absent.csv"), "--label-rule", "scale=1-5,positive=4-5"]
+    assert main([*command, "--data-dir", str(tmp_path / "data")]) == 2
+    assert 'label rule "scale=1-5,positive=4-5": no negative=' in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
