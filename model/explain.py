@@ -352,8 +352,12 @@ def _normalised(value: float, attainable: np.ndarray, higher_is_better: bool) ->
 
 
 def explain_words(text: str, predict_proba: ProbaFn, num_samples: int, seed: int, target: str = LOG_ODDS) -> Explanation:
-    """Word-level LIME (bag of words): a weight per distinct word of ``text``."""
+    """Word-level LIME (bag of words): a weight per distinct word of ``text``; none for a text without a word
+    (emoji, ASCII art: a real review's whole text on Steam), whose model score is all its intercept."""
     explainer = LimeTextExplainer(class_names=list(LABELS), random_state=seed, feature_selection=FEATURE_SELECTION)
+    if IndexedString(text, bow=True).num_words() == 0:  # LIME cannot sample the removal of no word
+        [[_, value]] = Memoized(predict_proba).as_target(target)([text])
+        return Explanation(weights=[], words=[], intercept=float(value), score=1.0)
     result = explainer.explain_instance(
         text,
         Memoized(predict_proba).as_target(target),

@@ -333,6 +333,15 @@ def test_word_lime_signs_follow_the_words(nbsvm):
     assert weights["dreadful"] < 0 and weights["boring"] < 0
 
 
+@pytest.mark.parametrize("text", ["♥♥♥♥♥", "👍👍", "..."])
+def test_word_lime_of_a_text_without_a_word_is_its_score_alone(nbsvm, text):
+    """Whole Steam reviews are such texts: LIME has no word to remove, so the explanation is the intercept."""
+    explanation = explain_words(text, nbsvm.predict_proba, num_samples=300, seed=0)
+    p = nbsvm.predict_proba([text])[0, 1]
+    assert explanation.words == [] and explanation.weights == []
+    assert explanation.intercept == pytest.approx(np.log(p / (1 - p)))
+
+
 def test_lime_scores_each_distinct_perturbation_once(nbsvm):
     seen = []
 
