@@ -9,13 +9,16 @@ imports nothing heavy, so that the command line starts fast.
 """
 
 __all__ = ["CLS", "DISTILL", "MINILM", "MPNET", "PER_SENTENCE", "PER_TEXT", "PLAIN", "SENTENCES", "BertConfig",
-           "LimeConfig", "NbsvmConfig", "ReviewsSource", "Sources", "SplitConfig"]  # fmt: skip
+           "LabelRule", "LimeConfig", "NbsvmConfig", "ReviewsSource", "Sources", "SplitConfig"]  # fmt: skip
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import BaseModel, Field, field_validator
+
+from model.names import NEGATIVE, POSITIVE
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 # The official archive at IMDB_URL, as its authors publish it.
@@ -108,6 +111,58 @@ class Sources(ConfigGroup):
         return self.imdb_sha256
 
 
+RULE_EXAMPLE = "scale=1-5,positive=4-5,negative=1-2"
+
+
+@dataclass(frozen=True)
+class LabelRule:
+    """Ratings to labels: "scale=1-5,positive=4-5,negative=1-2" (ranges inclusive; a rating in neither
+    range is left without a label; one outside the scale refuses the file)."""
+
+    scale: tuple[float, float]
+    positive: tuple[float, float]
+    negative: tuple[float, float]
+
+    RANGE = re.compile(r"^(-?\d+(?:\.\d+)?)-(-?\d+(?:\.\d+)?)$")
+
+    @classmethod
+    def parse(cls, rule: str) -> "LabelRule":
+        """The rule as written; a ``ValueError`` names what is wrong with it."""
+        ranges = {}
+        for part in rule.split(","):
+            name, _, bounds = (piece.strip() for piece in part.partition("="))
+            match = cls.RANGE.match(bounds)
+            if name not in ("scale", "positive", "negative") or name in ranges or not match:
+                raise ValueError(f'label rule "{rule}": "{part.strip()}" is not scale=, positive= or negative= '
+                                 f'once each with a range LOW-HIGH, as in "{RULE_EXAMPLE}".')  # fmt: skip
+            low, high = float(match[1]), float(match[2])
+            if low > high:
+                raise ValueError(f'label rule "{rule}": {name}={bounds} runs backwards.')
+            ranges[name] = (low, high)
+        if missing := {"scale", "positive", "negative"} - ranges.keys():
+            raise ValueError(f'label rule "{rule}": no {" or ".join(sorted(missing))}=, as in "{RULE_EXAMPLE}".')
+        made = cls(**ranges)
+        (scale_low, scale_high), (pos_low, pos_high), (neg_low, neg_high) = made.scale, made.positive, made.negative
+        if not (scale_low <= pos_low and pos_high <= scale_high and scale_low <= neg_low and neg_high <= scale_high):
+            raise ValueError(f'label rule "{rule}": the positive and negative ranges must lie within the scale.')
+        if pos_low <= neg_high and neg_low <= pos_high:
+            raise ValueError(f'label rule "{rule}": the positive and negative ranges overlap.')
+        return made
+
+    def __str__(self) -> str:
+        ranges = {"scale": self.scale, "positive": self.positive, "negative": self.negative}
+        return ",".join(f"{name}={low:g}-{high:g}" for name, (low, high) in ranges.items())
+
+    def within_scale(self, rating: float) -> bool:
+        return self.scale[0] <= rating <= self.scale[1]
+
+    def label(self, rating: float) -> str | None:
+        for label, (low, high) in ((POSITIVE, self.positive), (NEGATIVE, self.negative)):
+            if low <= rating <= high:
+                return label
+        return None
+
+
 class ReviewsSource(ConfigGroup):
     """A user's own file of reviews, read instead of the IMDB archive (``model.reviews_file``)."""
 
@@ -130,8 +185,6 @@ class ReviewsSource(ConfigGroup):
     @classmethod
     def _label_rule(cls, value: str | None) -> str | None:
         if value is not None:
-            from model.reviews_file import LabelRule  # only with a rule: the command line starts without it
-
             LabelRule.parse(value)  # a ValueError that says what is wrong with it
         return value
 

@@ -7,14 +7,13 @@ that ``ReadCounts`` counts; what cannot be read without guessing is a ``DataErro
 the row and the problem.
 """
 
-__all__ = ["FileReview", "LabelRule", "ReadCounts", "ReviewsFile"]
+__all__ = ["FileReview", "ReadCounts", "ReviewsFile"]
 
 import codecs
 import csv
 import hashlib
 import json
 import math
-import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pathlib import Path
 import ftfy
 from ftfy.fixes import fix_line_breaks
 
+from model.config import RULE_EXAMPLE, LabelRule
 from model.data import DataError, clean_text
 from model.names import LABELS, NEGATIVE, POSITIVE
 
@@ -51,7 +51,6 @@ YES_NO = {
 YES_NO_SPELLINGS = (
     "true/false, 1/0, yes/no, y/n, pos/neg, positive/negative, recommended/not recommended, thumbs up/down"
 )
-RULE_EXAMPLE = "scale=1-5,positive=4-5,negative=1-2"
 
 # Skip reasons (ReadCounts.skipped).
 BROKEN_ENCODING, EMPTY_TEXT, TOO_LONG, DUPLICATE, EMPTY_ITEM = (
@@ -109,55 +108,6 @@ class ReadCounts:
             f"{self.read:,} rows read, {self.used:,} used ({labelled}, {self.unlabeled:,} unlabeled{between}; "
             f"{self.repaired:,} repaired), skipped: {skipped}"
         )
-
-
-@dataclass(frozen=True)
-class LabelRule:
-    """Ratings to labels: "scale=1-5,positive=4-5,negative=1-2" (ranges inclusive; a rating in neither
-    range is left without a label; one outside the scale refuses the file)."""
-
-    scale: tuple[float, float]
-    positive: tuple[float, float]
-    negative: tuple[float, float]
-
-    RANGE = re.compile(r"^(-?\d+(?:\.\d+)?)-(-?\d+(?:\.\d+)?)$")
-
-    @classmethod
-    def parse(cls, rule: str) -> "LabelRule":
-        """The rule as written; a ``ValueError`` names what is wrong with it."""
-        ranges = {}
-        for part in rule.split(","):
-            name, _, bounds = (piece.strip() for piece in part.partition("="))
-            match = cls.RANGE.match(bounds)
-            if name not in ("scale", "positive", "negative") or name in ranges or not match:
-                raise ValueError(f'label rule "{rule}": "{part.strip()}" is not scale=, positive= or negative= '
-                                 f'once each with a range LOW-HIGH, as in "{RULE_EXAMPLE}".')  # fmt: skip
-            low, high = float(match[1]), float(match[2])
-            if low > high:
-                raise ValueError(f'label rule "{rule}": {name}={bounds} runs backwards.')
-            ranges[name] = (low, high)
-        if missing := {"scale", "positive", "negative"} - ranges.keys():
-            raise ValueError(f'label rule "{rule}": no {" or ".join(sorted(missing))}=, as in "{RULE_EXAMPLE}".')
-        made = cls(**ranges)
-        (scale_low, scale_high), (pos_low, pos_high), (neg_low, neg_high) = made.scale, made.positive, made.negative
-        if not (scale_low <= pos_low and pos_high <= scale_high and scale_low <= neg_low and neg_high <= scale_high):
-            raise ValueError(f'label rule "{rule}": the positive and negative ranges must lie within the scale.')
-        if pos_low <= neg_high and neg_low <= pos_high:
-            raise ValueError(f'label rule "{rule}": the positive and negative ranges overlap.')
-        return made
-
-    def __str__(self) -> str:
-        ranges = {"scale": self.scale, "positive": self.positive, "negative": self.negative}
-        return ",".join(f"{name}={low:g}-{high:g}" for name, (low, high) in ranges.items())
-
-    def within_scale(self, rating: float) -> bool:
-        return self.scale[0] <= rating <= self.scale[1]
-
-    def label(self, rating: float) -> str | None:
-        for label, (low, high) in ((POSITIVE, self.positive), (NEGATIVE, self.negative)):
-            if low <= rating <= high:
-                return label
-        return None
 
 
 class _Refused(Exception):

@@ -7,7 +7,8 @@ import pytest
 
 from model.data import DataError
 from model.names import NEGATIVE, POSITIVE
-from model.reviews_file import ALL_ITEMS, FIELD_LIMIT, LabelRule, ReviewsFile
+from model.config import LabelRule
+from model.reviews_file import ALL_ITEMS, FIELD_LIMIT, ReviewsFile
 from tests.conftest import SHARED_DATA, shared_file
 
 RULE = "scale=1-5,positive=4-5,negative=1-2"
