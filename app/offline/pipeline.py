@@ -370,12 +370,13 @@ class Pipeline:
             else:
                 unlabeled = s.recipe == DISTILL or s.prior_reviews > 0
                 self._splits = read_splits(s.group(Sources), s.group(SplitConfig), s.data_dir, unlabeled=unlabeled)
+            splits = self._splits
             log.info(
-                "Read %d reviews from %s: %d for training, %d in the catalogue (%d titles), "
-                "%d for evaluation, %d duplicates dropped.",
-                self._splits.reviews_read, self._splits.archive or s.reviews, len(self._splits.train),
-                len(self._splits.catalogue), len(self._splits.title_ids), len(self._splits.eval),
-                self._splits.dropped_duplicates,
+                "Read %s reviews from %s: %s for training, %s in the catalogue (%s %s), %s for evaluation, "
+                "%s duplicates dropped.",
+                f"{splits.reviews_read:,}", splits.archive or s.reviews, f"{len(splits.train):,}",
+                f"{len(splits.catalogue):,}", f"{len(splits.title_ids):,}", "titles" if s.reviews is None else "items",
+                f"{len(splits.eval):,}", f"{splits.dropped_duplicates:,}",
             )  # fmt: skip
         return self._splits
 
