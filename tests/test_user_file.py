@@ -2,6 +2,7 @@
 
 import csv
 import json
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -117,11 +118,13 @@ def test_imdb_splits_name_their_corpus_and_share(real_subset_archive):
     assert splits.corpus == "IMDB" and splits.share_positive == 0.5 and not splits.file_counts
 
 
-def test_the_data_step_stores_a_files_items_reviews_and_counts_and_refuses_another_file(tmp_path):
+def test_the_data_step_stores_a_files_items_reviews_and_counts_and_refuses_another_file(tmp_path, caplog):
     shop = shop_reviews(tmp_path / "shop.csv")
     data_dir = tmp_path / "data"
-    settings = Settings(data_dir=data_dir, reviews=shop, train_size=40, titles=2, eval_size=30)
-    Pipeline(settings, build_steps, progress=False).run(until="data")
+    settings = Settings(data_dir=data_dir, reviews=shop, train_size=40, titles=2, eval_size=30, item_noun="product")
+    with caplog.at_level(logging.INFO, logger="textflix"):
+        Pipeline(settings, build_steps, progress=False).run(until="data")
+    assert "50 in the catalogue (2 products), 30 for evaluation" in caplog.text  # the items by their noun
     with sqlite3.connect(data_dir / "textflix.db") as db:
         items = dict(db.execute("SELECT title_id, title FROM movies"))
         splits = dict(db.execute("SELECT split, COUNT(*) FROM reviews GROUP BY split"))

@@ -56,7 +56,7 @@ from model.checkpoints import Checkpoint
 from model.config import AUTO, DISTILL, MPNET, PLAIN, PREDATING_VALUES, ConfigGroup, Sources, SplitConfig
 from model.data import Splits, read_file_splits, read_splits
 from model.devices import resolve_device, training_precision
-from model.names import DISPLAY_NAMES, MODELS, TRAIN
+from model.names import DISPLAY_NAMES, MODELS, TRAIN, items_called
 from model.reviews_file import ReviewsFile
 from model.trained import Classifier, ModelUnavailable, load_trained
 
@@ -372,10 +372,10 @@ class Pipeline:
                 self._splits = read_splits(s.group(Sources), s.group(SplitConfig), s.data_dir, unlabeled=unlabeled)
             splits = self._splits
             log.info(
-                "Read %s reviews from %s: %s for training, %s in the catalogue (%s %s), %s for evaluation, "
+                "Read %s reviews from %s: %s for training, %s in the catalogue (%s), %s for evaluation, "
                 "%s duplicates dropped.",
                 f"{splits.reviews_read:,}", splits.archive or s.reviews, f"{len(splits.train):,}",
-                f"{len(splits.catalogue):,}", f"{len(splits.title_ids):,}", "titles" if s.reviews is None else "items",
+                f"{len(splits.catalogue):,}", items_called(len(splits.title_ids), splits.corpus, s.item_noun),
                 f"{len(splits.eval):,}", f"{splits.dropped_duplicates:,}",
             )  # fmt: skip
         return self._splits
