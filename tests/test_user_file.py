@@ -156,6 +156,30 @@ def test_a_data_step_killed_after_its_commit_resumes(tmp_path):
         assert "data" in json.loads(connection.execute("SELECT steps FROM runs").fetchone()[0])
 
 
+def test_the_builds_next_process_takes_the_data_steps_splits_instead_of_reading_the_file_again(tmp_path, monkeypatch):
+    """``textflix up`` runs the data step, then a background build in a process of its own: that one (a new
+    ``Pipeline``) reads the splits the data step kept, not the file; a changed file is read again."""
+    reads = []
+
+    def counted(*args, **kwargs):
+        reads.append(args[1])
+        return read_file_splits(*args, **kwargs)
+
+    monkeypatch.setattr("app.offline.pipeline.read_file_splits", counted)
+    shop = shop_reviews(tmp_path / "shop.csv")
+    settings = Settings(data_dir=tmp_path / "data", reviews=shop, train_size=40, titles=2, eval_size=30)
+    first = Pipeline(settings, build_steps, progress=False)
+    first.run(until="data")
+    background = Pipeline(settings, build_steps, progress=False)
+    background.run(until="data")  # "already done"; the next steps' checks read the splits
+    assert background.splits() == first.splits() and reads == [shop]
+    assert len(background.splits().unlabeled) > 0 and background.splits().share_positive == first.splits().share_positive
+
+    shop.write_text(shop.read_text() + "toaster,Toaster,yes,One more toaster review that is new.\n")
+    assert Pipeline(settings, build_steps, progress=False).splits().reviews_read == first.splits().reviews_read + 1
+    assert reads == [shop, shop]
+
+
 def profile(source: Path, path: Path, rows: slice) -> Path:
     """The rows ``rows`` of the corpus ``source``, as a file of their own."""
     with open(source, encoding="utf-8", newline="") as f:
