@@ -20,7 +20,7 @@ import zlib
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
@@ -103,6 +103,20 @@ class Splits:
     def title_ids_used(self) -> set[str]:
         """Titles of the reviews in any split: the movies the database needs."""
         return {r.title_id for r in self.train + self.catalogue + self.eval}
+
+    def as_json(self) -> dict:
+        """The splits as plain JSON values (``from_json`` reads them back)."""
+        return {**asdict(self), "archive": None if self.archive is None else str(self.archive)}
+
+    @classmethod
+    def from_json(cls, values: dict) -> "Splits":
+        reviews = {name: [RawReview(**review) for review in values[name]] for name in REVIEW_LISTS}
+        unlabeled = [UnlabeledReview(**review) for review in values["unlabeled"]]
+        archive = None if values["archive"] is None else Path(values["archive"])
+        return cls(**{**values, **reviews, "unlabeled": unlabeled, "archive": archive})
+
+
+REVIEW_LISTS = ("train", "catalogue", "eval", "train_pool")  # the fields of ``Splits`` that list RawReviews
 
 
 # The archive's texts are Windows-1252 read as Latin-1: U+0080-U+009F stand for cp1252's dashes, quotes,

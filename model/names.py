@@ -38,6 +38,8 @@ SST2, LENGTHS = "sst2", "lengths"
 IMDB, FILE, USER, ERASER = "imdb", "file", "user", "eraser"
 CORPORA = (IMDB, FILE)  # the sources whose labels are gold
 IMDB_CORPUS = "IMDB"  # the run record's counts["corpus"] of a build on the archive (absent before issue 53)
+IMDB_NOUN = "title"  # IMDb's word for its entries, which the pages have always used
+FILE_NOUN = "item"
 
 # Explanation.level: one weight per sentence (both models) or per word (WORD_LEVEL_MODEL).
 SENTENCE, WORD = "sentence", "word"
@@ -54,3 +56,25 @@ def label_of(p_positive: float) -> str:
 def short_label(label: str) -> str:
     """"pos" or "neg" for a label (the CSS class of its colour)."""
     return SHORT_LABELS[label]
+
+
+def plural(noun: str) -> str:
+    """English's regular plural of ``noun``: box → boxes, city → cities, game → games."""
+    if noun.endswith(("s", "x", "z", "ch", "sh")):
+        return noun + "es"
+    if noun.endswith("y") and noun[-2:-1] not in ("", *"aeiou"):
+        return noun[:-1] + "ies"
+    return noun + "s"
+
+
+def item_nouns(corpus: str, item_noun: str | None) -> tuple[str, str]:
+    """What the items of ``corpus`` are called, singular and plural: ``item_noun`` ("game", or
+    "singular/plural"), or the corpus's default (``IMDB_NOUN``, ``FILE_NOUN``)."""
+    singular, _, given_plural = (item_noun or (IMDB_NOUN if corpus == IMDB_CORPUS else FILE_NOUN)).partition("/")
+    return singular, given_plural or plural(singular)
+
+
+def items_called(count: int, corpus: str, item_noun: str | None) -> str:
+    """``count`` items of ``corpus`` in words: "1 game", "3,000 titles"."""
+    singular, many = item_nouns(corpus, item_noun)
+    return f"{count:,} {singular if count == 1 else many}"

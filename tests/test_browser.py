@@ -498,6 +498,36 @@ def test_learning_curve_with_error_bars_and_the_distilled_models(distill_page):
     shot_of(curve, f"about-curve-distill-{page.width_name}")
 
 
+# The length table with every figure beside accuracy (a build since issue 53): nine columns.
+LENGTHS = {
+    "bands": ["1", "2–3", "4–6", "7+"], "n": [2000, 4000, 5500, 1500], "majority_baseline": [0.747, 0.75, 0.74, 0.73],
+    "nbsvm": [0.6, 0.66, 0.71, 0.78], "bert": [0.695, 0.762, 0.803, 0.81],
+    "balanced_accuracy": {"nbsvm": [0.58, 0.64, 0.7, 0.77], "bert": [0.69, 0.75, 0.8, 0.8]},
+    "macro_f1": {"nbsvm": [0.57, 0.63, 0.69, 0.76], "bert": [0.68, 0.74, 0.79, 0.8]},
+}  # fmt: skip
+
+
+def test_the_length_table_fits_a_phone(browser, tmp_path):
+    """/about's length table, its widest, at 390 px: the page does not scroll sideways."""
+    url = build_web_database(tmp_path / "textflix.db", {**RUN, "metrics": {**RUN["metrics"], "lengths": LENGTHS}})
+    with serve_in_thread(create_app(Settings(database_url=url))) as server:
+        context, page = _page(browser, server, {"width": 390, "height": 844})
+        try:
+            page.goto("/about")
+            table = page.locator("table.lengths")
+            assert table.locator("thead th").count() == 9
+            widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            assert widths[0] <= widths[1], f"/about scrolls sideways at 390 px: {widths}"
+            shot_of(table, "about-lengths-390")
+            # its headings wrap: the table is the width of its figures, and scrolls inside its own box
+            wrap = table.locator("xpath=..")
+            assert wrap.evaluate("e => getComputedStyle(e).overflowX") == "auto"
+            assert table.bounding_box()["width"] < 2 * 390
+            shot(page, "about-390")
+        finally:
+            _check_and_close(context, page, server)
+
+
 PHONE_PAGES = [
     ("dashboard-analyze-off", "/"),
     ("dashboard-analyze-on", "/?analyze=1&accuracy=1"),

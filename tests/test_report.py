@@ -5,7 +5,7 @@ The records are the fixture database's (``web_fixtures.RUN`` and ``DISTILL_RUN``
 import json
 
 from app.cli import main
-from tests.web_fixtures import DISTILL_RUN, RUN, build_web_database, web_database  # noqa: F401
+from tests.web_fixtures import DISTILL_RUN, RUN, build_web_database, game_database, web_database  # noqa: F401
 
 
 def report(database: str, capsys, *flags: str) -> str:
@@ -45,3 +45,10 @@ def test_the_json_report_is_the_run_record(web_database, capsys):
     assert record["status"] == "complete"
     assert record["metrics"]["nbsvm"] == RUN["metrics"]["nbsvm"]
     assert record["timings"] == {name: step["seconds"] for name, step in RUN["steps"].items()}
+
+
+def test_the_report_counts_the_items_by_their_noun(web_database, game_database, capsys, monkeypatch):  # noqa: F811
+    assert "catalogue reviews of 4 titles ·" in report(web_database, capsys)
+    assert "catalogue reviews of 4 items ·" in report(game_database, capsys)
+    monkeypatch.setenv("TEXTFLIX_ITEM_NOUN", "game")
+    assert "catalogue reviews of 4 games ·" in report(game_database, capsys)

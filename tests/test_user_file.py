@@ -2,6 +2,7 @@
 
 import csv
 import json
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -117,11 +118,13 @@ def test_imdb_splits_name_their_corpus_and_share(real_subset_archive):
     assert splits.corpus == "IMDB" and splits.share_positive == 0.5 and not splits.file_counts
 
 
-def test_the_data_step_stores_a_files_items_reviews_and_counts_and_refuses_another_file(tmp_path):
+def test_the_data_step_stores_a_files_items_reviews_and_counts_and_refuses_another_file(tmp_path, caplog):
     shop = shop_reviews(tmp_path / "shop.csv")
     data_dir = tmp_path / "data"
-    settings = Settings(data_dir=data_dir, reviews=shop, train_size=40, titles=2, eval_size=30)
-    Pipeline(settings, build_steps, progress=False).run(until="data")
+    settings = Settings(data_dir=data_dir, reviews=shop, train_size=40, titles=2, eval_size=30, item_noun="product")
+    with caplog.at_level(logging.INFO, logger="textflix"):
+        Pipeline(settings, build_steps, progress=False).run(until="data")
+    assert "50 in the catalogue (2 products), 30 for evaluation" in caplog.text  # the items by their noun
     with sqlite3.connect(data_dir / "textflix.db") as db:
         items = dict(db.execute("SELECT title_id, title FROM movies"))
         splits = dict(db.execute("SELECT split, COUNT(*) FROM reviews GROUP BY split"))
@@ -151,6 +154,30 @@ def test_a_data_step_killed_after_its_commit_resumes(tmp_path):
     with sqlite3.connect(db) as connection:
         assert connection.execute("SELECT COUNT(*) FROM reviews").fetchone()[0] == 120
         assert "data" in json.loads(connection.execute("SELECT steps FROM runs").fetchone()[0])
+
+
+def test_the_builds_next_process_takes_the_data_steps_splits_instead_of_reading_the_file_again(tmp_path, monkeypatch):
+    """``textflix up`` runs the data step, then a background build in a process of its own: that one (a new
+    ``Pipeline``) reads the splits the data step kept, not the file; a changed file is read again."""
+    reads = []
+
+    def counted(*args, **kwargs):
+        reads.append(args[1])
+        return read_file_splits(*args, **kwargs)
+
+    monkeypatch.setattr("app.offline.pipeline.read_file_splits", counted)
+    shop = shop_reviews(tmp_path / "shop.csv")
+    settings = Settings(data_dir=tmp_path / "data", reviews=shop, train_size=40, titles=2, eval_size=30)
+    first = Pipeline(settings, build_steps, progress=False)
+    first.run(until="data")
+    background = Pipeline(settings, build_steps, progress=False)
+    background.run(until="data")  # "already done"; the next steps' checks read the splits
+    assert background.splits() == first.splits() and reads == [shop]
+    assert len(background.splits().unlabeled) > 0 and background.splits().share_positive == first.splits().share_positive
+
+    shop.write_text(shop.read_text() + "toaster,Toaster,yes,One more toaster review that is new.\n")
+    assert Pipeline(settings, build_steps, progress=False).splits().reviews_read == first.splits().reviews_read + 1
+    assert reads == [shop, shop]
 
 
 def profile(source: Path, path: Path, rows: slice) -> Path:

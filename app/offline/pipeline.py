@@ -19,6 +19,7 @@ step is done (``app.db.models_ready``), which the estimates of the time left fol
 __all__ = ["CPU_RECIPE", "Pipeline", "built_pipeline"]
 
 import fcntl
+import gzip
 import hashlib
 import json
 import logging
@@ -56,12 +57,13 @@ from model.checkpoints import Checkpoint
 from model.config import AUTO, DISTILL, MPNET, PLAIN, PREDATING_VALUES, ConfigGroup, Sources, SplitConfig
 from model.data import Splits, read_file_splits, read_splits
 from model.devices import resolve_device, training_precision
-from model.names import DISPLAY_NAMES, MODELS, TRAIN
+from model.names import DISPLAY_NAMES, MODELS, TRAIN, items_called
 from model.reviews_file import ReviewsFile
 from model.trained import Classifier, ModelUnavailable, load_trained
 
 log = logging.getLogger("textflix")
 CHECKPOINTS_DIR = "checkpoints"  # in the data directory: pretrained checkpoints put together from pieces
+KEPT_SPLITS = "reviews_splits.json.gz"  # in the data directory: a user's file's splits (``Pipeline.splits``)
 BUILD_LOCK_FILE = "build.lock"  # in the data directory; a SQLite database gets "<file>.build.lock" beside it
 BUILD_HOLDER = "textflix build"  # how a lock names its holder: "textflix build (pid N on HOST)"
 # The key of the PostgreSQL advisory lock: fixed, derived from the name, positive.
@@ -359,26 +361,67 @@ class Pipeline:
 
     def splits(self) -> Splits:
         """The reviews read and split as the settings say, once per process: the user's file of --reviews,
-        or else the IMDB archive."""
+        or else the IMDB archive. A file's splits are kept in the data directory (``KEPT_SPLITS``), so that
+        the build's next process (``textflix up``'s background build, a resumed build) takes them from there
+        instead of reading the file again; kept for these settings and this file only."""
         if self._splits is None:
             s = self.settings
             if s.reviews is not None:
-                unlabeled = max(s.unlabeled if s.recipe == DISTILL else 0, s.prior_reviews)
-                curve_size = max(s.learning_curve, default=0)
-                reviews = ReviewsFile(s.reviews, s.columns, s.label_rule)
-                self._splits = read_file_splits(reviews, s.reviews, s.group(SplitConfig), unlabeled, curve_size)
+                self._splits = self._kept_splits() or self._read_file()
             else:
                 unlabeled = s.recipe == DISTILL or s.prior_reviews > 0
                 self._splits = read_splits(s.group(Sources), s.group(SplitConfig), s.data_dir, unlabeled=unlabeled)
-            splits = self._splits
-            log.info(
-                "Read %s reviews from %s: %s for training, %s in the catalogue (%s %s), %s for evaluation, "
-                "%s duplicates dropped.",
-                f"{splits.reviews_read:,}", splits.archive or s.reviews, f"{len(splits.train):,}",
-                f"{len(splits.catalogue):,}", f"{len(splits.title_ids):,}", "titles" if s.reviews is None else "items",
-                f"{len(splits.eval):,}", f"{splits.dropped_duplicates:,}",
-            )  # fmt: skip
+                self._log_splits(self._splits)
         return self._splits
+
+    def _read_file(self) -> Splits:
+        """The user's file's splits, read, logged and kept (``splits``)."""
+        s = self.settings
+        unlabeled = max(s.unlabeled if s.recipe == DISTILL else 0, s.prior_reviews)
+        curve_size = max(s.learning_curve, default=0)
+        reviews = ReviewsFile(s.reviews, s.columns, s.label_rule)
+        splits = read_file_splits(reviews, s.reviews, s.group(SplitConfig), unlabeled, curve_size)
+        self._log_splits(splits)
+        path = s.data_dir / KEPT_SPLITS
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".part")
+        with gzip.open(partial, "wt", encoding="utf-8") as file:
+            json.dump({"key": self._file_key(), "splits": splits.as_json()}, file)
+        partial.replace(path)
+        return splits
+
+    def _kept_splits(self) -> Splits | None:
+        """The splits ``_read_file`` kept for these settings and this file (its path, size and time); None
+        when there are none, or they are another build's or another version of the file's."""
+        path = self.settings.data_dir / KEPT_SPLITS
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as file:
+                kept = json.load(file)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, EOFError) as error:
+            log.warning("%s could not be read (%s); the file of reviews is read again.", path, error)
+            return None
+        if kept.get("key") != self._file_key():
+            return None
+        log.info("The data step's splits of %s are taken from %s, not read again.", self.settings.reviews, path)
+        return Splits.from_json(kept["splits"])
+
+    def _file_key(self) -> str:
+        """What a file's splits are made from: the build's settings, and the file as its size and time say."""
+        stat = self.settings.reviews.stat()
+        made_of = {"config": self.settings.build_config(), "file": [stat.st_size, stat.st_mtime_ns]}
+        return hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()
+
+    def _log_splits(self, splits: Splits) -> None:
+        s = self.settings
+        log.info(
+            "Read %s reviews from %s: %s for training, %s in the catalogue (%s), %s for evaluation, "
+            "%s duplicates dropped.",
+            f"{splits.reviews_read:,}", splits.archive or s.reviews, f"{len(splits.train):,}",
+            f"{len(splits.catalogue):,}", items_called(len(splits.title_ids), splits.corpus, s.item_noun),
+            f"{len(splits.eval):,}", f"{splits.dropped_duplicates:,}",
+        )  # fmt: skip
 
     @cached_property
     def training_set(self) -> tuple[list[str], list[str], list[str]]:

@@ -6,7 +6,19 @@ from app.settings import Settings
 from model.config import DISTILL
 from model.curve import LEARNING_CURVE, point_text
 from model.metrics import MAJORITY_BASELINE, SKEW_FIGURES
-from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MAIN_MODEL, MODELS, RATIONALES, TEACHER, TRAIN
+from model.names import (
+    CATALOGUE,
+    DISPLAY_NAMES,
+    EVAL,
+    IMDB_CORPUS,
+    LENGTHS,
+    MAIN_MODEL,
+    MODELS,
+    RATIONALES,
+    TEACHER,
+    TRAIN,
+    items_called,
+)
 
 FIGURE_HEADS = {"balanced_accuracy": "balanced", "macro_f1": "macro-F1"}
 
@@ -33,8 +45,9 @@ def summary(record: dict, settings: Settings) -> str:
     lines = [
         f"Textflix run {record['run_id']} ({record['status']}) in {display_url(settings.database)}",
         f"  base model {record['base_model']}, seed {record['seed']}, {recipe_line(record)}",
-        f"  {counts.get(TRAIN, 0):,} training reviews · {counts.get(CATALOGUE, 0):,} catalogue "
-        f"reviews of {counts.get('titles', 0)} titles · {counts.get(EVAL, 0):,} evaluation reviews",
+        f"  {counts.get(TRAIN, 0):,} training reviews · {counts.get(CATALOGUE, 0):,} catalogue reviews of "
+        f"{items_called(counts.get('titles', 0), counts.get('corpus', IMDB_CORPUS), settings.item_noun)} · "
+        f"{counts.get(EVAL, 0):,} evaluation reviews",
         "",
         f"  {'model':8} {'set':10} {'accuracy':>8} {'majority':>8} {'balanced':>8} {'macro-F1':>8} "
         f"{'F1':>6} {'ECE':>6}",

@@ -6,7 +6,7 @@ the model is *ready*), then its highlights review by review as its explain step 
 step is in the run record too (``app.db.models_explained``: the model is *explained*). The server keeps
 one ``BuildWatch``: ``refresh`` re-reads the latest run record (done by the analyzer's watch task, every
 ``build_poll_s``), and the pages and the API read its ``state``, a ``BuildState``, without touching the
-database. ``pending_line`` says in one sentence why a model is not shown yet, ``highlights_line`` that a
+database: which models are shown, and the corpus the build read (what the pages call its items). ``pending_line`` says in one sentence why a model is not shown yet, ``highlights_line`` that a
 shown model's highlights are still being computed; ``pending_entry`` is what the API answers in a pending
 model's place.
 """
@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.db import explain_step, latest_run, models_explained, models_ready, predict_step, process_gone
-from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS
+from model.names import DISPLAY_NAMES, IMDB_CORPUS, MAIN_MODEL, MODELS
 
 log = logging.getLogger("textflix")
 
@@ -53,6 +53,9 @@ class BuildState:
     progress: dict | None = None  # the running step (``app.db.Run.progress``)
     train_size: int | None = None
     stopped: bool = False  # the build's process has ended before the run was complete
+    # the corpus the build read: IMDB, or the name of the user's file (a run recorded before builds read such
+    # files, or none yet: IMDB)
+    corpus: str = IMDB_CORPUS
 
     @property
     def pending(self) -> tuple[str, ...]:
@@ -100,6 +103,7 @@ def read_build_state(session: Session) -> BuildState:
         progress=progress,
         train_size=(run.config or {}).get("train_size") or (run.counts or {}).get("train"),
         stopped=run.status != "complete" and bool(progress) and process_gone(progress.get("builder") or {}),
+        corpus=(run.counts or {}).get("corpus", IMDB_CORPUS),
     )
 
 

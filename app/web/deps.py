@@ -17,6 +17,7 @@ from app.settings import Settings
 from app.web.analysis import Analyzer
 from app.web.costs import ExplanationTooLarge
 from app.web.errors import AnalysisTooLong, AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
+from app.web.view import Items
 
 DISCONNECT_POLL_S = 0.25  # how often a running analysis looks whether its client is still there
 
@@ -52,6 +53,13 @@ async def get_session(engine: Engine = Depends(get_engine)) -> AsyncIterator[Ses
     connection back to the pool (a rollback: no more than one round trip)."""
     with Session(engine) as session:
         yield session
+
+
+async def get_items(request: Request) -> Items:
+    """What the pages call the catalogue's items, and where their pages are (``app.web.view.Items``): of the
+    corpus the app's ``BuildWatch`` last read in the run record, not a query per request."""
+    state = request.app.state
+    return Items.of(state.build.state.corpus, state.settings.item_noun)
 
 
 async def get_write_lock(request: Request) -> threading.Lock:

@@ -20,7 +20,7 @@ from app.web import whatif
 from app.web.analysis import Analyzer
 from app.web.build_state import analysed, build_line, highlights_entry, pending_entry
 from app.web.costs import check_explanation_size
-from app.web.deps import analyze_while_connected, get_analyzer, get_session, get_settings, require_models
+from app.web.deps import analyze_while_connected, get_analyzer, get_items, get_session, get_settings, require_models
 from app.web.errors import AppError, route_path, shown, wants_json
 from app.web.limits import MAX_ID, off_the_loop, plausible_identifier, raw_length_problems, text_problems
 from app.web.queries import about, dashboard, rationales, reviews, rows, summaries
@@ -62,11 +62,6 @@ def build_said(request: Request, path: str, view: View) -> dict | None:
         "explaining": {model: highlights_entry(state, model) for model in state.explaining},
         "line": build_line(state),
     }
-
-
-def items_of(session: Session, settings: Settings) -> Items:
-    """What the pages call the catalogue's items, and where their pages are (``app.web.view.Items``)."""
-    return Items.of(rows.corpus_of(session), settings.item_noun)
 
 
 def respond(
@@ -142,10 +137,13 @@ def paginated(request: Request, view: View, pagination: dict, what: str) -> None
 @router.get("/")
 @router.get("/index.json")
 def dashboard_page(
-    request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+    request: Request,
+    session: Session = Depends(get_session),
+    settings: Settings = Depends(get_settings),
+    items: Items = Depends(get_items),
 ) -> Response:
-    view, items = dashboard_view(request), items_of(session, settings)
-    data = dashboard.dashboard(session, view, settings.titles_per_page)
+    view = dashboard_view(request)
+    data = dashboard.dashboard(session, view, settings.titles_per_page, items.imdb)
     paginated(request, view, data["pagination"], f"{items.plural} match {view.q!r}" if view.q else items.plural)
     return respond(request, "dashboard.html", data, view, items)
 
@@ -157,10 +155,10 @@ def dashboard_page(
 @router.get("/items/{title_id:path}")
 @router.get("/items/{title_id:path}.json")
 def movie_page(
-    title_id: str, request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+    title_id: str, request: Request, session: Session = Depends(get_session), items: Items = Depends(get_items)
 ) -> Response:
-    view, items = View.from_request(request), items_of(session, settings)
-    page = reviews.movie_page(session, title_id, view) if plausible_identifier(title_id) else None
+    view = View.from_request(request)
+    page = reviews.movie_page(session, title_id, view, items.imdb) if plausible_identifier(title_id) else None
     return respond_found(request, "movie.html", page, view, f"{items.capital} {shown(title_id)!r}", items)
 
 
@@ -170,10 +168,10 @@ def review_page(
     review_id: int,
     request: Request,
     session: Session = Depends(get_session),
-    settings: Settings = Depends(get_settings),
+    items: Items = Depends(get_items),
 ) -> Response:
-    view, items = View.from_request(request), items_of(session, settings)
-    page = reviews.review_page(session, review_id, view) if review_id <= MAX_ID else None
+    view = View.from_request(request)
+    page = reviews.review_page(session, review_id, view, items.imdb) if review_id <= MAX_ID else None
     what = f"Review {review_id}" if review_id <= MAX_ID else f"A review id over {MAX_ID:,}"
     return respond_found(request, "review.html", page, view, what, items)
 
@@ -181,32 +179,33 @@ def review_page(
 @router.get("/disagreements")
 @router.get("/disagreements.json")
 def disagreements_page(
-    request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+    request: Request,
+    session: Session = Depends(get_session),
+    settings: Settings = Depends(get_settings),
+    items: Items = Depends(get_items),
 ) -> Response:
     view = replace(View.from_request(request), page=page_number(request))
-    data = reviews.disagreements(session, view.page, settings.disagreements_per_page)
+    data = reviews.disagreements(session, view.page, settings.disagreements_per_page, items.imdb)
     paginated(request, view, data["pagination"], "disagreements")
-    return respond(request, "disagreements.html", data, view, items_of(session, settings))
+    return respond(request, "disagreements.html", data, view, items)
 
 
 @router.get("/about")
 @router.get("/about.json")
-def about_page(
-    request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
-) -> Response:
-    return respond(request, "about.html", about.about(session), View.from_request(request), items_of(session, settings))
+def about_page(request: Request, session: Session = Depends(get_session), items: Items = Depends(get_items)) -> Response:
+    return respond(request, "about.html", about.about(session), View.from_request(request), items)
 
 
 @router.get("/rationales/{doc}")
 @router.get("/rationales/{doc}.json")
 def rationale_page(
-    doc: str, request: Request, session: Session = Depends(get_session), settings: Settings = Depends(get_settings)
+    doc: str, request: Request, session: Session = Depends(get_session), items: Items = Depends(get_items)
 ) -> Response:
     view = View.from_request(request)
     page = rationales.rationale_page(session, doc) if plausible_identifier(doc) else None
     if page is None:
         raise AppError.one(404, None, f"Review {doc!r} is not among ERASER's annotated reviews of this build.")
-    return respond(request, "rationale.html", page, view, items_of(session, settings))
+    return respond(request, "rationale.html", page, view, items)
 
 
 async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:

@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 
-from model.names import IMDB_CORPUS, MAIN_MODEL, MODELS
+from model.names import IMDB_CORPUS, MAIN_MODEL, MODELS, item_nouns
 
 # Dashboard sort orders ("sorted by most: ..."): two always, two with Analyze, two with accuracy.
 DEFAULT_SORT = "reviews"
@@ -157,18 +157,7 @@ class View:
         }
 
 
-IMDB_NOUN = "title"  # IMDb's word for its entries, which the pages have always used
-FILE_NOUN = "item"
 MOVIE_ROUTE, ITEM_ROUTE = "/movies", "/items"
-
-
-def plural(noun: str) -> str:
-    """English's regular plural of ``noun``: box → boxes, city → cities, game → games."""
-    if noun.endswith(("s", "x", "z", "ch", "sh")):
-        return noun + "es"
-    if noun.endswith("y") and noun[-2:-1] not in ("", *"aeiou"):
-        return noun[:-1] + "ies"
-    return noun + "s"
 
 
 @dataclass(frozen=True)
@@ -182,8 +171,7 @@ class Items:
     @classmethod
     def of(cls, corpus: str, item_noun: str | None) -> "Items":
         """The items of ``corpus``, called ``item_noun`` ("game", or "singular/plural") or by its default."""
-        singular, _, given_plural = (item_noun or (IMDB_NOUN if corpus == IMDB_CORPUS else FILE_NOUN)).partition("/")
-        return cls(corpus, singular, given_plural or plural(singular))
+        return cls(corpus, *item_nouns(corpus, item_noun))
 
     @property
     def imdb(self) -> bool:

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends, Path, Query
 from sqlalchemy.orm import Session
 
 from app.settings import Settings
-from app.web.deps import get_session, get_settings
+from app.web.deps import get_items, get_session, get_settings
 from app.web.errors import AppError, error_responses
 from app.web.limits import IDENTIFIER_MAX_CHARS, check_page_size, plausible_identifier
-from app.web.queries import dashboard, reviews, rows
+from app.web.queries import dashboard, reviews
 from app.web.schemas import MovieDetail, MovieList
 from app.web.view import SORTS, Items, View
 
@@ -38,6 +38,7 @@ def list_movies(
     per_page: PerPage = 50,
     session: Session = Depends(get_session),
     settings: Settings = Depends(get_settings),
+    items: Items = Depends(get_items),
 ) -> dict:
     """The catalogue titles with both models' statistics.
 
@@ -46,7 +47,7 @@ def list_movies(
     of all the catalogue's reviews."""
     check_page_size(per_page, settings)
     view = View(analyze=True, accuracy=True, compare=True, sort=sort, q=q.strip(), page=page)
-    data = dashboard.dashboard(session, view, per_page)
+    data = dashboard.dashboard(session, view, per_page, items.imdb)
     return {"sort": view.effective_sort, **data}
 
 
@@ -59,15 +60,15 @@ def get_movie(
     wrong: Annotated[bool, Query(description="Only reviews some model gets wrong.")] = False,
     session: Session = Depends(get_session),
     settings: Settings = Depends(get_settings),
+    items: Items = Depends(get_items),
 ) -> dict:
     """One title: metadata, per-model statistics, its reviews.
 
     Metadata, the per-model statistics of all its reviews, the key sentences, and its
     reviews (user reviews included) with predictions and sentence weights, paginated."""
     view = View(analyze=True, accuracy=True, compare=True, wrong=wrong)
-    data = reviews.movie_page(session, title_id, view) if plausible_identifier(title_id) else None
+    data = reviews.movie_page(session, title_id, view, items.imdb) if plausible_identifier(title_id) else None
     if data is None:
-        noun = Items.of(rows.corpus_of(session), settings.item_noun).noun
-        raise AppError.one(404, "title_id", f"There is no {noun} {title_id!r} in the catalogue.")
+        raise AppError.one(404, "title_id", f"There is no {items.noun} {title_id!r} in the catalogue.")
     data["reviews"], data["pagination"] = paginate(data["reviews"], page, per_page, settings)
     return data

@@ -8,10 +8,10 @@ from sqlalchemy.orm import Session
 
 from app.db import Movie, Review
 from app.web.catalogue_cache import kept
-from app.web.queries.rows import MOVIE_COLUMNS, corpus_of, movie_dict
+from app.web.queries.rows import MOVIE_COLUMNS, movie_dict
 from app.web.queries.summaries import in_view, model_summaries
 from app.web.view import View
-from model.names import CATALOGUE, IMDB_CORPUS
+from model.names import CATALOGUE
 
 
 def _missing_last(value: float | None, descending: bool) -> tuple:
@@ -34,11 +34,12 @@ TITLE_SORTS = {
 }
 
 
-def title_page(session: Session, view: View, per_page: int) -> tuple[list[dict], int]:
+def title_page(session: Session, view: View, per_page: int, imdb: bool) -> tuple[list[dict], int]:
     """The cards (``all_cards``) on page ``view.page`` of the dashboard (the titles whose title
     or id contains ``view.q``, ignoring case, in ``view``'s order) and how many titles match.
-    Each order is kept while the catalogue is unchanged (``catalogue_cache``)."""
-    sort, main, imdb = view.effective_sort, view.main, corpus_of(session) == IMDB_CORPUS
+    Each order is kept while the catalogue is unchanged (``catalogue_cache``). ``imdb``: whether the
+    catalogue is IMDB's (``all_cards``)."""
+    sort, main = view.effective_sort, view.main
     ordered = kept(
         session,
         ("title order", sort, main, imdb),
@@ -98,11 +99,11 @@ def _catalogue_summary(session: Session) -> dict:
     return {"titles": titles, "reviews": reviews, "models": model_summaries(session, {None: reviews})[None]}
 
 
-def dashboard(session: Session, view: View, per_page: int) -> dict:
+def dashboard(session: Session, view: View, per_page: int, imdb: bool) -> dict:
     """Page ``view.page`` of the catalogue's titles (those matching ``view.q``) as cards, with
     a summary of all the catalogue's reviews and the pagination: a handful of queries, whatever
-    the size of the catalogue."""
-    cards, matching = title_page(session, view, per_page)
+    the size of the catalogue. ``imdb``: whether the catalogue is IMDB's (``all_cards``)."""
+    cards, matching = title_page(session, view, per_page, imdb)
     return {
         "summary": catalogue_summary(session, view),
         "titles": [in_view_card(card, view) for card in cards],

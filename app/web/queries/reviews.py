@@ -10,7 +10,6 @@ from sqlalchemy.orm import Session
 from app.db import Explanation, Movie
 from app.web.catalogue_cache import kept
 from app.web.queries.rows import (
-    corpus_of,
     display_title,
     explanation_record,
     movie_of,
@@ -20,7 +19,7 @@ from app.web.queries.rows import (
 )
 from app.web.queries.summaries import confidence_of, summaries
 from app.web.view import View
-from model.names import IMDB_CORPUS, MODELS, NEGATIVE, POSITIVE
+from model.names import MODELS, NEGATIVE, POSITIVE
 
 
 def key_sentence(sentences: list[dict], model: str, label: str) -> dict | None:
@@ -70,12 +69,13 @@ def review_item(row: dict, sentences: list[dict], view: View, models: Iterable[s
     return item
 
 
-def movie_page(session: Session, title_id: str, view: View) -> dict | None:
-    """A title with all its catalogue reviews, or None if the catalogue has no such title."""
+def movie_page(session: Session, title_id: str, view: View, imdb: bool) -> dict | None:
+    """A title with all its catalogue reviews, or None if the catalogue has no such title; ``imdb``: whether
+    the catalogue is IMDB's (``rows.movie_dict``)."""
     rows = review_rows(session, "title", {"title_id": title_id}, text=True, trust=view.analyze)
     if not rows:
         return None
-    movie = movie_of(session, title_id)
+    movie = movie_of(session, title_id, imdb)
     sentences = sentences_by_review(session, "title", {"title_id": title_id}) if view.analyze else {}
     items = [review_item(row, sentences.get(row["id"], []), view, view.models) for row in rows]
     page = {
@@ -107,15 +107,16 @@ def movie_page(session: Session, title_id: str, view: View) -> dict | None:
     return page
 
 
-def review_page(session: Session, review_id: int, view: View) -> dict | None:
-    """One catalogue review in full: both models, sentence weights, NB-SVM word weights."""
+def review_page(session: Session, review_id: int, view: View, imdb: bool) -> dict | None:
+    """One catalogue review in full: both models, sentence weights, NB-SVM word weights; ``imdb``: whether
+    the catalogue is IMDB's (``rows.movie_dict``)."""
     rows = review_rows(session, "review", {"review_id": review_id}, text=True, trust=view.analyze)
     if not rows:
         return None
     row = rows[0]
     sentences = sentences_by_review(session, "review", {"review_id": review_id}).get(review_id, []) if view.analyze else []
     item = review_item(row, sentences, view, MODELS)
-    page = {"movie": movie_of(session, row["title_id"]), "review": item}
+    page = {"movie": movie_of(session, row["title_id"], imdb), "review": item}
     if view.analyze:
         page["words"] = words_by_review(session, "review", {"review_id": review_id}).get(review_id, [])
         page["explanations"] = [
@@ -149,11 +150,11 @@ def _disagreement_list(session: Session, imdb: bool) -> dict:
     return {"entries": entries, "right": right}
 
 
-def disagreements(session: Session, page: int, per_page: int) -> dict:
+def disagreements(session: Session, page: int, per_page: int, imdb: bool) -> dict:
     """Page ``page`` of the catalogue reviews the two models label differently, side by side,
     with which one was right, and the count of all of them. The list is kept while the
-    catalogue is unchanged (``catalogue_cache``); the page's reviews are read in three queries."""
-    imdb = corpus_of(session) == IMDB_CORPUS
+    catalogue is unchanged (``catalogue_cache``); the page's reviews are read in three queries. ``imdb``:
+    whether the catalogue is IMDB's (``rows.display_title``)."""
     listing = kept(session, ("disagreements", imdb), lambda: _disagreement_list(session, imdb))
     entries = listing["entries"][(page - 1) * per_page : page * per_page]
     ids = [entry["id"] for entry in entries]

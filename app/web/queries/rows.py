@@ -10,8 +10,8 @@ from typing import Literal
 from sqlalchemy import Select, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, aliased
 
-from app.db import Explanation, Movie, Prediction, Review, Run, Sentence, SentenceWeight, WordWeight
-from model.names import CATALOGUE, CORPORA, IMDB_CORPUS, MODELS, SENTENCE, USER, WORD_LEVEL_MODEL
+from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight
+from model.names import CATALOGUE, CORPORA, MODELS, SENTENCE, USER, WORD_LEVEL_MODEL
 from model.quality import LOG_ODDS, QUALITY_FIELDS, assessment
 
 GOLD = case((Review.source.in_(CORPORA), Review.label))  # a user's label is no gold label
@@ -173,18 +173,10 @@ MOVIE_COLUMNS = tuple(Movie.__table__.columns)
 MOVIE_OF_TITLE = select(*MOVIE_COLUMNS).where(Movie.title_id == bindparam("title_id"))
 
 
-LATEST_COUNTS = select(Run.counts).order_by(Run.id.desc()).limit(1)
-
-
-def corpus_of(session: Session) -> str:
-    """The corpus the latest build read: ``IMDB_CORPUS`` or the name of the user's file of reviews (a run
-    recorded before builds read such files, or none yet: IMDB)."""
-    return (session.scalar(LATEST_COUNTS) or {}).get("corpus", IMDB_CORPUS)
-
-
-def movie_of(session: Session, title_id: str) -> dict:
+def movie_of(session: Session, title_id: str, imdb: bool) -> dict:
+    """An item's metadata as the pages show it (``movie_dict``)."""
     movie = session.execute(MOVIE_OF_TITLE, {"title_id": title_id}).first()
-    return movie_dict(movie, title_id, corpus_of(session) == IMDB_CORPUS)
+    return movie_dict(movie, title_id, imdb)
 
 
 def display_title(title: str | None, title_id: str, imdb: bool) -> str:
