@@ -85,7 +85,10 @@ class ConfigGroup(BaseModel):
     @classmethod
     def retired_settings(cls) -> dict[str, BuildSetting]:
         """The group's retired settings (``ClassVar`` declared with a ``BuildSetting``), by name."""
-        hints = {name: hint for c in reversed(cls.__mro__) for name, hint in vars(c).get("__annotations__", {}).items()}
+        hints = {}  # in the order the groups are declared, a subclass's declaration before its base's
+        for c in cls.__mro__:
+            for name, hint in vars(c).get("__annotations__", {}).items():
+                hints.setdefault(name, hint)
         return {
             name: marker
             for name, hint in hints.items()
