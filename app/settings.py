@@ -5,7 +5,8 @@ next to the code it configures. Every field is an environment variable
 ``TEXTFLIX_<NAME>`` and, for the commands whose groups include it, a ``--set NAME=VALUE``;
 the few a user needs are flags too, ``--<name>`` (``app.cli``). The fields of the groups that
 ``shapes_build`` make up the build config: the run record stores it, and a rerun with other
-values is refused (``app.offline.pipeline``).
+values is refused (``app.offline.pipeline``). What else a build setting is known by is declared
+on its field (``model.config.BuildSetting``).
 Adding a setting is adding a field to its group.
 """
 
@@ -18,7 +19,6 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from model.config import (
     DATA_VERSION,
-    DECIDED_VALUES,
     BertConfig,
     CalibrationConfig,
     ConfigGroup,
@@ -327,6 +327,12 @@ class Settings(
         """The values of group ``kind``."""
         return self.group_class(kind).of(self)
 
+    @classmethod
+    def predating_values(cls) -> dict:
+        """The build settings' values in run records written before they existed (``BuildSetting.predating``),
+        and this code's ``data_version``'s: 1, before run records kept it."""
+        return {**super().predating_values(), "data_version": 1}
+
     def build_config(self) -> dict:
         """The build-shaping values, JSON-ready: what the run record stores and rebuilds compare; with
         them what no setting changes: the retired settings' decided values and this code's ``data_version``."""
@@ -335,4 +341,4 @@ class Settings(
             for group in self.build_groups()
             for name, value in group.of(self).model_dump(mode="json").items()
         }
-        return {**values, **DECIDED_VALUES, "data_version": DATA_VERSION}
+        return {**values, **self.decided_values(), "data_version": DATA_VERSION}

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from model import checkpoints
 from model.artifacts import atomic_directory, read_meta
-from model.config import DISTILL, PER_SENTENCE, PREDATING_VALUES, SENTENCE_WINDOWS, SENTENCES, BertConfig
+from model.config import DISTILL, PER_SENTENCE, SENTENCE_WINDOWS, SENTENCES, BertConfig, CalibrationConfig
 from model.devices import autocast, int8_linears
 from model.encoding import Encoder, head_and_tail_sentences
 from model.fine_tuning import gold_targets, layer_groups, optimizer_and_schedule, seed_everything
@@ -471,14 +471,14 @@ class BertClassifier:
         """The model saved in ``directory``; with ``cpu_int8`` on a CPU, its linear layers in int8
         (``int8_linears``), one text per forward pass."""
         meta = read_meta(directory, DISPLAY_NAMES[cls.key])
-        config = BertConfig.model_validate({**PREDATING_VALUES, **meta})
+        config = BertConfig.model_validate({**BertConfig.predating_values(), **meta})
         tokenizer = AutoTokenizer.from_pretrained(directory)
         model = sequence_classifier(directory, config.pooling).to(device)
         int8 = cpu_int8 and device.type == "cpu"
         if int8:
             model = int8_linears(model)
         temperature, offset = meta.get(TEMPERATURE, 1.0), meta.get(OFFSET, 0.0)
-        offset_per = meta.get(OFFSET_PER, PREDATING_VALUES[OFFSET_PER])
+        offset_per = meta.get(OFFSET_PER, CalibrationConfig.predating_values()[OFFSET_PER])
         reader = None
         if folder := meta.get(ONE_SENTENCE_READER):
             try:

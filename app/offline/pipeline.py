@@ -54,7 +54,7 @@ from app.offline.estimates import Costs, StepClock, Work
 from app.settings import Settings
 from model import checkpoints
 from model.checkpoints import Checkpoint
-from model.config import AUTO, DISTILL, MPNET, PLAIN, PREDATING_VALUES, ConfigGroup, Sources, SplitConfig
+from model.config import AUTO, DISTILL, PLAIN, ConfigGroup, Sources, SplitConfig
 from model.data import Splits, read_file_splits, read_splits
 from model.devices import resolve_device, training_precision
 from model.names import DISPLAY_NAMES, MODELS, TRAIN, items_called
@@ -68,18 +68,9 @@ BUILD_LOCK_FILE = "build.lock"  # in the data directory; a SQLite database gets 
 BUILD_HOLDER = "textflix build"  # how a lock names its holder: "textflix build (pid N on HOST)"
 # The key of the PostgreSQL advisory lock: fixed, derived from the name, positive.
 BUILD_LOCK_KEY = int.from_bytes(hashlib.sha256(b"textflix build").digest()[:8], "big") >> 1
-# What --set recipe=auto builds, for each of these settings not given. On CUDA: the strong recipe,
-# serving a model of the teacher's size at the teacher's learning rate. On a CPU: a MiniLM sentence
-# model distilled from an MPNet teacher whose lowest 8 layers stay as pretrained (a third of its
-# training), on 2,000 unlabeled reviews and four short runs of sentences cut from each (two: SST-2
-# 1.4 points lower over 3 seeds), a long review's sentences damped by n ** -0.5; no calibration folds
-# (the student learns the teacher's probabilities). Measured in docs/studies/short-texts-from-the-teacher.md
-# and docs/studies/student.md.
-CUDA_RECIPE = {"recipe": DISTILL, "base_model": MPNET, "learning_rate": 5e-5}
-CPU_RECIPE = {
-    "recipe": DISTILL, "teacher_frozen_layers": 8, "unlabeled": 2000, "teacher_cuts": 4, "length_exponent": -0.5,
-    "calibration_folds": 0,
-}  # fmt: skip
+# What --set recipe=auto builds, for each of these settings not given: as the settings declare it
+# (model.config.RecipeConfig says why).
+CUDA_RECIPE, CPU_RECIPE = Settings.auto_recipe("cuda"), Settings.auto_recipe("cpu")
 StepsOfRecipe = Callable[[str], Sequence["Step"]]
 # The running step's progress is written to the run record at most this often (and at its start and end).
 PROGRESS_WRITE_S = 5.0
@@ -568,8 +559,8 @@ def another_build(holder: str, what: str) -> str:
 
 def changed_settings(stored: dict, config: dict, settings_type: type[Settings]) -> list[str]:
     """The build settings whose value differs from the run record's; a setting the record
-    predates counts as having had its value of then (``PREDATING_VALUES``), else its default."""
-    defaults = {**settings_type.model_construct().build_config(), **PREDATING_VALUES}
+    predates counts as having had its value of then (``Settings.predating_values``), else its default."""
+    defaults = {**settings_type.model_construct().build_config(), **settings_type.predating_values()}
     return sorted(key for key, value in config.items() if stored.get(key, defaults[key]) != value)
 
 
@@ -577,7 +568,7 @@ def built_pipeline(data_dir: Path, imdb: str) -> Pipeline:
     """A pipeline over the database of ``data_dir`` with the settings it was built with, connected: how a
     study (scripts/studies/) reads a build. A setting the build predates has the value it had then."""
     with session_scope(make_engine(Settings(data_dir=data_dir).database)) as session:
-        built = {**PREDATING_VALUES, **latest_run(session).config}
+        built = {**Settings.predating_values(), **latest_run(session).config}
     settings = Settings(data_dir=data_dir, imdb=imdb, **{k: v for k, v in built.items() if k in Settings.model_fields})
     pipeline = Pipeline(settings, [], progress=False)
     pipeline.run()  # no steps: it takes up the database's run, refusing other settings
