@@ -356,11 +356,14 @@ class ModelAnalyzer:
                 what_ifs = await self._what_ifs(texts, spans, readers, p_positive, explanations)
             else:
                 p_positive, explanations, what_ifs = await self.predict(texts), [{} for _ in texts], [{} for _ in texts]
+        reported = [  # an exact model reports the probability its sentences' shares add up to
+            {name: what_ifs[index][name].p_positive if explain else float(p[index]) for name, p in p_positive.items()}
+            for index in range(len(texts))
+        ]
         return [
             analysis_of(
-                text, spans[index] if explain else None,
-                {name: what_ifs[index][name].p_positive if explain else float(p[index]) for name, p in p_positive.items()},
-                readers[index], explanations[index], what_ifs[index], pending,
+                text, spans[index] if explain else None, reported[index], readers[index], explanations[index],
+                what_ifs[index], pending,
             )
             for index, text in enumerate(texts)
         ]  # fmt: skip

@@ -88,7 +88,7 @@ def explanations_of(analysis: Analysis) -> dict[str, dict]:
     """Each analysing model's explanation in an explained analysis, in the shape ``app.results`` stores
     (``ReviewExplanation.as_dict()``'s keys, and the API's beside them)."""
     return {
-        model: {**explanation.model_dump(), "weights": [getattr(sentence.weights, model) for sentence in analysis.sentences]}
+        model: {**explanation.model_dump(), "weights": [getattr(s.weights, model) for s in analysis.sentences]}
         for model, explanation in analysis.analysed_explanations().items()
     }
 
