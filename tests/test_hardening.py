@@ -130,7 +130,7 @@ def test_an_explanation_is_charged_the_texts_and_characters_it_sends_to_the_mode
     lime = settings.group(LimeConfig)
     explaining = analysis_cost([text], True, lime, [sentence_spans(text)])
     charge = explaining + what_if_cost([text], lime)  # and at most what its "what if" may re-score
-    assert len(result["sentences"]) == sentences
+    assert len(result.sentences) == sentences
     for model_calls in calls.values():
         sent = texts_sent(model_calls)
         texts, chars = len(sent), sum(map(len, sent))
@@ -197,7 +197,7 @@ def test_a_request_is_charged_what_its_texts_take_and_each_text_split_once(expla
     analyzer, calls = counting_analyzer(settings, read_by={"bert": teacher_for_one_sentence()})
     results = analyze_once(analyzer, texts, explain)
     assert split == texts
-    assert [result["predictions"]["bert"]["read_by"] for result in results] == ["teacher", "student", "student"]
+    assert [result.predictions.bert.read_by for result in results] == ["teacher", "student", "student"]
     sent = {name: texts_sent(model_calls) for name, model_calls in calls.items()}
     passes = passes_of(sent["bert"], {LONG_SENTENCE})  # the costliest model's: BERT, its teacher reading the first
     reserved = most_reserved(calls)

@@ -26,6 +26,7 @@ from sqlalchemy import create_engine, text
 from app.cli import parse_command
 from app.db import this_process
 from app.settings import Settings
+from app.web.analysis_types import ModelExplanations
 from app.web.view import Items
 from app.web.main import create_app
 from app.web.render import cut, highlight, word_highlight
@@ -809,13 +810,12 @@ class ExplainingAnalyzer(FakeAnalyzer):
 
     async def analyze(self, texts, explain):
         results = await super().analyze(texts, explain)
-        for result in results:
-            result["explanations"] = {}
-            for model, score, stability in (("bert", 0.1, 0.3), ("nbsvm", 0.9, 0.95)):
-                quality = {"target": "log_odds", "stability": stability}
-                figures = {"samples": 64, "intercept": 0.0, "score": score, "quality": quality}
-                result["explanations"][model] = {**figures, **assessment(score, quality)}
-        return results
+        explanations = {}
+        for model, score, stability in (("bert", 0.1, 0.3), ("nbsvm", 0.9, 0.95)):
+            quality = {"target": "log_odds", "stability": stability}
+            figures = {"samples": 64, "intercept": 0.0, "score": score, "quality": quality}
+            explanations[model] = {**figures, **assessment(score, quality)}
+        return [result.model_copy(update={"explanations": ModelExplanations(**explanations)}) for result in results]
 
 
 def test_analyze_marks_a_weak_explanation(web_database):

@@ -32,6 +32,7 @@ from app.offline.steps.training import Train, bert_reading, bert_training
 from app.offline.work_engines import LOCAL, run_tasks
 from app.settings import Settings
 from app.web.analysis import ModelAnalyzer
+from app.web.analysis_types import PendingModel
 from app.web.ready_analyzer import unanalysed
 from app.web.store import fill_in_model, store_user_review
 from model.config import DISTILL, PLAIN, BertConfig, LimeConfig, WordLimeConfig
@@ -40,6 +41,7 @@ from model.sentences import sentence_spans
 from tests.web_fixtures import build_web_database, cue_model
 
 TASKS = [Task(NBSVM), Task(NBSVM, SENTENCE), Task(WORD_LEVEL_MODEL, WORD)]
+WAITING = PendingModel(step=None, eta_s=None)  # a model the build has not made ready
 
 
 def pending(build: Pipeline) -> list[tuple[Task, list[int]]]:
@@ -215,14 +217,14 @@ def test_the_build_and_the_server_write_the_same_rows_for_a_review(tmp_path):
 
     async def analyse():
         try:
-            [result] = await analyzer.analyze([text], explain=True)
+            [result] = await analyzer.analyze([text], True, {BERT: WAITING})
             p_positive, explanations = await asyncio.gather(analyzer.predict([text]), analyzer.explain(text, spans))
             return result, float(p_positive[NBSVM][0]), explanations[NBSVM].as_dict()
         finally:
             await analyzer.stop()
 
     result, p_positive, explanation = asyncio.run(analyse())
-    [unread] = unanalysed([text], explain=True)  # a review posted while no model was ready: its sentences only
+    [unread] = unanalysed([text], True, {NBSVM: WAITING, BERT: WAITING})  # a review posted while no model was ready: its sentences only
     posted = store_user_review(engine, lock, text, "tt0100001", None, result)
     filled, built = (store_user_review(engine, lock, text, "tt0100001", None, unread) for _ in range(2))
     fill_in_model(engine, lock, filled, NBSVM, p_positive, explanation)

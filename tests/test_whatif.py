@@ -54,7 +54,7 @@ def served(request, real_reviews):
 def analyze(analyzer, texts):
     async def run():
         try:
-            return await analyzer.analyze(texts, True)
+            return [analysis.model_dump(exclude_unset=True) for analysis in await analyzer.analyze(texts, True)]
         finally:
             await analyzer.stop()
 

@@ -62,8 +62,8 @@ def test_a_short_prediction_is_answered_beside_the_largest_request_the_server_ta
             await analyzer.stop()
 
     short, seconds, largest_done, [explained] = asyncio.run(main())
-    assert not largest_done and set(short["predictions"]) == {"nbsvm", "bert"}
-    assert len(explained["sentences"]) == 40
+    assert not largest_done and set(short.analysed_predictions()) == {"nbsvm", "bert"}
+    assert len(explained.sentences) == 40
     assert seconds < 5, seconds
 
 

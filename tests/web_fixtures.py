@@ -39,6 +39,7 @@ from app.db import (
 )
 from app.settings import Settings
 from app.web.analysis import ModelAnalyzer
+from app.web.analysis_types import Analysis
 from app.web.deps import get_analyzer
 from app.web.main import create_app
 from model.curve import series
@@ -564,7 +565,7 @@ class FakeAnalyzer:
     async def stop(self) -> None:
         pass
 
-    async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
+    async def analyze(self, texts: list[str], explain: bool) -> list[Analysis]:
         import re
 
         self.calls.append((texts, explain))
@@ -584,7 +585,7 @@ class FakeAnalyzer:
                 total = sum(s["weights"][model] for s in sentences)
                 p_positive = round(min(0.99, max(0.01, 0.5 + total)), 3)
                 predictions[model] = {"label": POS if p_positive >= 0.5 else NEG, "p_positive": p_positive}
-            results.append({"predictions": predictions, "sentences": sentences})
+            results.append(Analysis(text=text if explain else None, predictions=predictions, sentences=sentences))
         return results
 
 

@@ -1,15 +1,11 @@
 """Live analysis of new reviews: both models, and sentence-level LIME.
 
 ``ModelAnalyzer`` owns the trained models (loaded once, at start-up) and answers
-``await analyzer.analyze(texts, explain)`` with, per text::
-
-    {"predictions": {"nbsvm": {"label": "positive", "p_positive": 0.81}, "bert": {...}},
-     "sentences": [{"text": ..., "start": 0, "end": 25, "weights": {"nbsvm": 0.2, "bert": 0.4}}],
-     "explanations": {"nbsvm": {"samples": 64, "intercept": ..., "score": ...}, "bert": {...}}}
-
-(``sentences`` and ``explanations`` only with ``explain``; an explained text's "what if", each
+``await analyzer.analyze(texts, explain)`` with one ``app.web.analysis_types.Analysis`` per text,
+made once (``analysis_of``) when its reading is done: each model's prediction, and with ``explain``
+the sentences with each model's weight and each model's explanation, with its "what if" (each
 sentence's exact share of an additive model's log-odds and the fewest sentences that flip a
-verdict, is added by ``app.web.whatif``.)
+verdict, ``app.web.whatif``).
 
 Each text is split into its sentences once per request (``sentence_spans``); its sentences
 decide which network reads it (the model's ``read_by``), what the request costs
@@ -33,7 +29,7 @@ import random
 import resource
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
@@ -41,6 +37,7 @@ import numpy as np
 
 from app.settings import Settings
 from app.web import whatif
+from app.web.analysis_types import Analysis, AnalysisExplanation, AnalyzedSentence, ModelPrediction, PendingModel
 from app.web.batching import BACKGROUND, CALL_WEIGHT, MicroBatcher, ProbaFn, WorkLimiter
 from app.web.costs import analysis_cost, explanation_cost, largest_request, request_cost
 from app.web.limits import off_the_loop
@@ -57,14 +54,37 @@ SPEED_SENTENCES, SPEED_SENTENCE_WORDS = 36, 90
 SPEED_TRIES = 3  # the call is timed this many times and the fastest kept: the machine's speed, not a moment's load
 
 
-def explained_answer(spans: Sequence[Span], explanations: dict[str, ReviewExplanation]) -> dict:
-    """The API's ``sentences`` and ``explanations`` of a text cut into ``spans``, from each model's explanation."""
+def analysis_of(
+    text: str, spans: Sequence[Span] | None, p_positive: Mapping[str, float], read_by: Mapping[str, str],
+    explanations: Mapping[str, ReviewExplanation], what_ifs: Mapping[str, "whatif.WhatIf"],
+    pending: Mapping[str, PendingModel],
+) -> Analysis:
+    """The one value of ``text``'s analysis: each model's prediction (``p_positive``, the network that read it
+    when ``read_by`` says), or what a ``pending`` model says; explained (``spans`` not None), its sentences
+    with each model's weight and exact share, and each model's explanation with its "what if"."""
+    predictions = {
+        model: pending.get(model) or ModelPrediction(
+            label=label_of(p_positive[model]), p_positive=p_positive[model],
+            **({"read_by": read_by[model]} if model in read_by else {}),
+        )
+        for model in MODELS
+    }  # fmt: skip
+    if spans is None:
+        return Analysis(predictions=predictions)
+    exact = {model: what_if.contributions for model, what_if in what_ifs.items() if what_if.contributions is not None}
     sentences = [
-        {"text": span.text, "start": span.start, "end": span.end,
-         "weights": {name: explanation.weights[i] for name, explanation in explanations.items()}}
+        AnalyzedSentence(
+            text=span.text, start=span.start, end=span.end,
+            weights={model: explanations[model].weights[i] if model in explanations else None for model in MODELS},
+            **({"contributions": {model: shares[i] for model, shares in exact.items()}} if exact else {}),
+        )
         for i, span in enumerate(spans)
     ]  # fmt: skip
-    return {"sentences": sentences, "explanations": {name: e.figures() for name, e in explanations.items()}}
+    explained = {
+        model: pending.get(model) or AnalysisExplanation(**explanations[model].figures(), **what_ifs[model].fields)
+        for model in MODELS
+    }
+    return Analysis(text=text, predictions=predictions, sentences=sentences, explanations=explained)
 
 
 class Analyzer(Protocol):
@@ -72,7 +92,7 @@ class Analyzer(Protocol):
 
     problem: str | None  # why it cannot analyse (the models are not loaded), or None
 
-    async def analyze(self, texts: list[str], explain: bool) -> list[dict]: ...
+    async def analyze(self, texts: list[str], explain: bool) -> list[Analysis]: ...
 
     def info(self) -> dict: ...
 
@@ -87,7 +107,7 @@ class NoModels:
     def __init__(self, problem: str):
         self.problem = problem
 
-    async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
+    async def analyze(self, texts: list[str], explain: bool) -> list[Analysis]:
         raise RuntimeError(self.problem)  # callers check ``problem`` first
 
     def info(self) -> dict:
@@ -313,11 +333,13 @@ class ModelAnalyzer:
         probs = await asyncio.gather(*(self.batchers[name](texts) for name in names))
         return {name: p[:, 1] for name, p in zip(names, probs)}
 
-    async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
-        """Both models' predictions of ``texts`` (and explanations); ``ServerBusy`` when over capacity,
-        ``ExplanationTooLarge`` when the texts have more sentences than one request may explain, or
-        their explanations more work than the server takes at once."""
-        texts, lime = list(texts), self.settings.group(LimeConfig)
+    async def analyze(
+        self, texts: list[str], explain: bool, pending: Mapping[str, PendingModel] | None = None
+    ) -> list[Analysis]:
+        """Both models' analysis of ``texts`` (``analysis_of``; each model not loaded says what ``pending``
+        says of it); ``ServerBusy`` when over capacity, ``ExplanationTooLarge`` when the texts have more
+        sentences than one request may explain, or their explanations more work than the server takes at once."""
+        texts, lime, pending = list(texts), self.settings.group(LimeConfig), pending or {}
         spans, readers = None, [{} for _ in texts]
         # The texts' own passes first, before they are split (a request refused then costs no splitting: 64
         # texts take seconds), then what their readers add, then their explanations' once the texts are checked.
@@ -331,22 +353,20 @@ class ModelAnalyzer:
                 p_positive, *explanations = await asyncio.gather(
                     self.predict(texts), *(self.explain(text, text_spans) for text, text_spans in zip(texts, spans))
                 )
-                answers = [explained_answer(text_spans, by_model) for text_spans, by_model in zip(spans, explanations)]
-                await self._what_ifs(texts, spans, readers, p_positive, answers)
+                what_ifs = await self._what_ifs(texts, spans, readers, p_positive, explanations)
             else:
-                p_positive, answers = await self.predict(texts), []
-        results = []
-        for index in range(len(texts)):
-            predictions = {}
-            for name in self.batchers:
-                p = float(p_positive[name][index])
-                predictions[name] = {"label": label_of(p), "p_positive": p}
-                if name in readers[index]:
-                    predictions[name]["read_by"] = readers[index][name]
-            results.append({"predictions": predictions})
-        for result, answer in zip(results, answers):
-            result.update(answer)
-        return results
+                p_positive, explanations, what_ifs = await self.predict(texts), [{} for _ in texts], [{} for _ in texts]
+        reported = [  # an exact model reports the probability its sentences' shares add up to
+            {name: what_ifs[index][name].p_positive if explain else float(p[index]) for name, p in p_positive.items()}
+            for index in range(len(texts))
+        ]
+        return [
+            analysis_of(
+                text, spans[index] if explain else None, reported[index], readers[index], explanations[index],
+                what_ifs[index], pending,
+            )
+            for index, text in enumerate(texts)
+        ]  # fmt: skip
 
     def _read(self, texts: list[str], explain: bool) -> tuple[list[list[Span]] | None, list[dict[str, str]]]:
         """Each text split once (pure Python, slow for long texts: run it off the event loop): its sentences,
@@ -379,14 +399,11 @@ class ModelAnalyzer:
 
     async def _what_ifs(
         self, texts: list[str], spans: list[list[Span]], readers: list[dict[str, str]], p_positive: dict,
-        explanations: list[dict],
-    ) -> None:
-        """``whatif.what_if`` of each explained text and model, added in place: each explanation's
-        ``exact`` and ``flip`` (and ``start``, ``log_odds``), each sentence's ``contributions``, and
-        an exact model's probability, the one its sentences' shares add up to."""
+        explanations: list[dict[str, ReviewExplanation]],
+    ) -> list[dict[str, "whatif.WhatIf"]]:
+        """``whatif.what_if`` of each explained text, by model."""
         loop = asyncio.get_running_loop()
-        for name in p_positive:
-            p_positive[name] = p_positive[name].astype(np.float64)
+        found = []
         for index, (text, text_spans, explained) in enumerate(zip(texts, spans, explanations)):
             names = list(self.batchers)
             read = [readers[index].get(name) for name in names]
@@ -396,18 +413,13 @@ class ModelAnalyzer:
             ))  # fmt: skip
             answers = await asyncio.gather(*(
                 whatif.what_if(
-                    text, text_spans, float(p_positive[name][index]), explained["explanations"][name],
-                    [s["weights"][name] for s in explained["sentences"]], self.batchers[name],
+                    text, text_spans, float(p_positive[name][index]), explained[name], self.batchers[name],
                     self.readings.get(name), by, sentences,
                 )
                 for name, by, sentences in zip(names, read, sentences_read)
             ))  # fmt: skip
-            for name, (fields, contributions, p) in zip(names, answers):
-                explained["explanations"][name].update(fields)
-                p_positive[name][index] = p
-                if contributions is not None:
-                    for sentence, share in zip(explained["sentences"], contributions):
-                        sentence.setdefault("contributions", {})[name] = share
+            found.append(dict(zip(names, answers)))
+        return found
 
     def _lime_one(self, text: str, spans: list[Span], name: str, call: LimeCall) -> ReviewExplanation:
         """``explain_review`` for one model, in a LIME thread; the model calls go through the batcher."""

@@ -139,11 +139,6 @@ def pending_entry(state: BuildState, model: str) -> dict:
     return {"pending": True, "step": state.running_step, "eta_s": eta_of(state, model)}
 
 
-def analysed(entries: dict) -> dict:
-    """The models of an analysis's ``predictions`` or ``explanations`` that analysed it (not those pending)."""
-    return {model: entry for model, entry in entries.items() if not entry.get("pending")}
-
-
 def doing_now(state: BuildState) -> str:
     """The running step in a few words, with its share done when the build counts it ("teacher's labels 47 %")."""
     progress = state.progress or {}

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from app.db import database_problem, make_engine
 from app.settings import Settings
 from app.web.analysis import Analyzer
+from app.web.analysis_types import Analysis
 from app.web.costs import ExplanationTooLarge
 from app.web.errors import AnalysisTooLong, AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
 from app.web.view import Items
@@ -80,11 +81,10 @@ def require_models(analyzer: Analyzer) -> None:
 
 async def analyze_while_connected(
     request: Request, analyzer: Analyzer, field: str, texts: list[str], explain: bool
-) -> list[dict]:
+) -> list[Analysis]:
     """``analyzer.analyze``, cancelled as soon as the client goes away (``ClientGone``) or the analysis
     runs past ``analysis_timeout_s`` (``AnalysisTooLong``); an explanation over the budget is a 422
-    naming ``field``, the body field of the texts. An explained result carries its ``text``, which
-    its sentences' spans index."""
+    naming ``field``, the body field of the texts."""
     limit = request.app.state.settings.analysis_timeout_s
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit if limit else None
@@ -93,8 +93,7 @@ async def analyze_while_connected(
         while True:
             done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
             if done:
-                results = task.result()
-                return [{"text": text, **result} for text, result in zip(texts, results)] if explain else results
+                return task.result()
             if await request.is_disconnected():
                 raise ClientGone()
             if deadline is not None and loop.time() > deadline:

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from app.settings import Settings
 from app.web import whatif
 from app.web.analysis import Analyzer
-from app.web.build_state import analysed, build_line, highlights_entry, pending_entry
+from app.web.build_state import build_line, highlights_entry, pending_entry
 from app.web.costs import check_explanation_size
 from app.web.deps import analyze_while_connected, get_analyzer, get_items, get_session, get_settings, require_models
 from app.web.errors import AppError, route_path, shown, wants_json
@@ -210,16 +210,17 @@ def rationale_page(
 
 async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
     """Both models on one text, as the page shows them."""
-    [result] = await analyze_while_connected(request, analyzer, "text", [text], True)
-    predictions = {
-        model: {**prediction, "confidence": summaries.confidence_of(prediction)}
-        for model, prediction in analysed(result["predictions"]).items()
-    }
-    explanations = analysed(result.get("explanations") or {})
+    [analysis] = await analyze_while_connected(request, analyzer, "text", [text], True)
+    # as the API answers them, with the fields each has (``exclude_unset``: an explanation not exact has no start)
+    predictions = {model: p.model_dump(exclude_unset=True) for model, p in analysis.analysed_predictions().items()}
+    for prediction in predictions.values():
+        prediction["confidence"] = summaries.confidence_of(prediction)
+    explanations = {model: e.model_dump(exclude_unset=True) for model, e in analysis.analysed_explanations().items()}
     sentences = [
-        {**sentence, "position": index, "weights": {m: w for m, w in sentence["weights"].items() if w is not None}}
-        for index, sentence in enumerate(result["sentences"])
-    ]
+        {**sentence.model_dump(exclude_unset=True), "position": index,
+         "weights": {m: w for m, w in sentence.weights.by_model().items() if w is not None}}
+        for index, sentence in enumerate(analysis.sentences)
+    ]  # fmt: skip
     item = {
         "predictions": {model: predictions[model] for model in MODELS if model in predictions},
         # the models the build has not made ready yet (``app.web.ready_analyzer``)

@@ -17,14 +17,15 @@ of a review stored before it listed its reviews, which the server must not have 
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from app.settings import Settings
-from app.web.analysis import Analyzer, NoModels
+from app.web.analysis import Analyzer, NoModels, analysis_of
+from app.web.analysis_types import Analysis, PendingModel
 from app.web.build_state import BuildWatch, pending_entry
 from app.web.store import fill_in_model, lacking_model
 from model.names import DISPLAY_NAMES, MODELS
@@ -160,35 +161,18 @@ class ReadyAnalyzer:
 
     # -- analysis --------------------------------------------------------------
 
-    async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
+    async def analyze(self, texts: list[str], explain: bool) -> list[Analysis]:
         """The loaded models' analysis of ``texts`` (``ModelAnalyzer.analyze``), each other model pending."""
-        inner, loaded = self.inner, self.loaded
+        inner, loaded, state = self.inner, self.loaded, self.watch.state
+        pending = {model: PendingModel(**pending_entry(state, model)) for model in MODELS if model not in loaded}
         if inner is not None:
-            results = await inner.analyze(texts, explain)
-        else:
-            results = await run_in_threadpool(unanalysed, texts, explain)
-        state = self.watch.state
-        for result in results:
-            for model in MODELS:
-                if model not in loaded:
-                    result["predictions"][model] = pending_entry(state, model)
-                    if explain:
-                        result["explanations"][model] = pending_entry(state, model)
-                        for sentence in result["sentences"]:
-                            sentence["weights"][model] = None
-            result["predictions"] = {model: result["predictions"][model] for model in MODELS}
-        return results
+            return await inner.analyze(texts, explain, pending)
+        return await run_in_threadpool(unanalysed, texts, explain, pending)
 
 
-def unanalysed(texts: list[str], explain: bool) -> list[dict]:
-    """The answer for ``texts`` while no model is loaded: no prediction; with ``explain`` their sentences."""
-    if not explain:
-        return [{"predictions": {}} for _ in texts]
+def unanalysed(texts: list[str], explain: bool, pending: Mapping[str, PendingModel]) -> list[Analysis]:
+    """The analysis of ``texts`` while no model is loaded (each says what ``pending`` says of it); with
+    ``explain`` their sentences."""
     return [
-        {
-            "predictions": {},
-            "sentences": [{"text": s.text, "start": s.start, "end": s.end, "weights": {}} for s in sentence_spans(text)],
-            "explanations": {},
-        }
-        for text in texts
+        analysis_of(text, sentence_spans(text) if explain else None, {}, {}, {}, {}, pending) for text in texts
     ]

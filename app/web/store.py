@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 
 from app.db import Explanation, Prediction, Review, Sentence, session_scope
 from app.results import add_analysis, explained_rows, prediction_row
-from app.web.build_state import analysed
+from app.web.analysis_types import Analysis
 from model.names import CATALOGUE, SENTENCE, USER
 from model.sentences import Span
 
@@ -36,9 +36,9 @@ def catalogue_title_exists(engine: Engine, title_id: str) -> bool:
 
 
 def store_user_review(
-    engine: Engine, lock: threading.Lock, text: str, title_id: str, label: str | None, result: dict
+    engine: Engine, lock: threading.Lock, text: str, title_id: str, label: str | None, analysis: Analysis
 ) -> int:
-    """Write the review and its analysis (from ``Analyzer.analyze(..., explain=True)``); returns its id.
+    """Write the review and its analysis (an explained ``Analysis``); returns its id.
     A model that was pending gets no rows: ``fill_in_model`` writes them once it is loaded."""
     review = Review(
         title_id=title_id,
@@ -50,9 +50,9 @@ def store_user_review(
         source_key=None,
         word_count=len(text.split()),
     )
-    spans = [Span(sentence["start"], sentence["end"], sentence["text"]) for sentence in result["sentences"]]
-    p_positive = {model: prediction["p_positive"] for model, prediction in analysed(result["predictions"]).items()}
-    add_analysis(review, spans, p_positive, explanations_of(result))
+    spans = [Span(sentence.start, sentence.end, sentence.text) for sentence in analysis.sentences]
+    p_positive = {model: prediction.p_positive for model, prediction in analysis.analysed_predictions().items()}
+    add_analysis(review, spans, p_positive, explanations_of(analysis))
     with lock, session_scope(engine) as session:
         session.add(review)
         session.flush()
@@ -84,12 +84,12 @@ def lacking_model(engine: Engine, model: str) -> list[tuple[int, str, list[Span]
     return [(review.id, review.text, spans[review.id]) for review in reviews]
 
 
-def explanations_of(result: dict) -> dict[str, dict]:
-    """Each analysing model's explanation in an answer of ``Analyzer.analyze(..., explain=True)``, in the
-    shape ``app.results`` stores (``ReviewExplanation.as_dict()``'s keys, and the API's beside them)."""
+def explanations_of(analysis: Analysis) -> dict[str, dict]:
+    """Each analysing model's explanation in an explained analysis, in the shape ``app.results`` stores
+    (``ReviewExplanation.as_dict()``'s keys, and the API's beside them)."""
     return {
-        model: {**figures, "weights": [sentence["weights"][model] for sentence in result["sentences"]]}
-        for model, figures in analysed(result["explanations"]).items()
+        model: {**explanation.model_dump(), "weights": [getattr(s.weights, model) for s in analysis.sentences]}
+        for model, explanation in analysis.analysed_explanations().items()
     }
 
 

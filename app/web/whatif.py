@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.names import POSITIVE, TEACHER, label_of
-from model.quality import LOG_ODDS
+from model.quality import LOG_ODDS, ReviewExplanation
 from model.sentences import Sentences, Span
 
 FLIP_TRIES = 4  # texts without some sentences that one flip search re-scores, at most (per model and text)
@@ -157,13 +157,22 @@ async def flip_set(
     return None
 
 
-async def what_if(
-    text: str, spans: list[Span], p_positive: float, explanation: dict, weights: list[float], score: Score,
-    reading: Reading | None, read_by: str | None, sentences_read: list[int] | None,
-) -> tuple[dict, list[float] | None, float]:
+@dataclass(frozen=True)
+class WhatIf:
     """One model's "what if" of one explained text: the fields its explanation gains (``exact``, and
     ``start``, ``log_odds`` when exact; ``flip``), the sentences' shares (None unless exact), and the
     probability to report (the one the shares add up to, when exact)."""
+
+    fields: dict
+    contributions: list[float] | None
+    p_positive: float
+
+
+async def what_if(
+    text: str, spans: list[Span], p_positive: float, explanation: ReviewExplanation, score: Score,
+    reading: Reading | None, read_by: str | None, sentences_read: list[int] | None,
+) -> WhatIf:
+    """One model's ``WhatIf`` of one text it has explained (``explanation``)."""
     shares = await exact_shares(text, spans, p_positive, score, reading, read_by, sentences_read)
     if shares is not None:
         p_positive = sigmoid(shares.log_odds)
@@ -171,20 +180,19 @@ async def what_if(
         order = removal_order(shares.contributions, positive)
         guess = first_guess(order, shares.without, 0.0, positive)
     else:
-        positive = p_positive >= 0.5
+        positive, weights = p_positive >= 0.5, explanation.weights
         order = removal_order(weights, positive)
-        centre = 0.0 if (explanation.get("quality") or {}).get("target", LOG_ODDS) == LOG_ODDS else 0.5
-        intercept = explanation.get("intercept", 0.0)
+        centre = 0.0 if (explanation.quality or {}).get("target", LOG_ODDS) == LOG_ODDS else 0.5
 
         def fitted(removed: set[int]) -> float:  # LIME's fit of the text without ``removed``
-            return intercept + math.fsum(w for i, w in enumerate(weights) if i not in removed)
+            return explanation.intercept + math.fsum(w for i, w in enumerate(weights) if i not in removed)
 
         guess = first_guess(order, fitted, centre, positive)
     flip = await flip_set(text, spans, order, guess, shares is not None, positive, score)
     fields = {"exact": shares is not None, "flip": flip}
     if shares is not None:
         fields.update(start=shares.start, log_odds=shares.log_odds)
-    return fields, None if shares is None else shares.contributions, p_positive
+    return WhatIf(fields, None if shares is None else shares.contributions, p_positive)
 
 
 def waterfall(start: float, shares: list[float]) -> dict:

@@ -26,7 +26,7 @@ async def predict(
     request: Request,
     settings: Settings = Depends(get_settings),
     analyzer: Analyzer = Depends(get_analyzer),
-) -> dict:
+) -> PredictResponse:
     """Predict the sentiment of a batch of texts.
 
     One result per text, in order: each model's label and positive probability, and with
@@ -36,4 +36,4 @@ async def predict(
     if body.explain:
         check_explanation_size("texts", texts, settings)
     require_models(analyzer)
-    return {"results": await analyze_while_connected(request, analyzer, "texts", texts, body.explain)}
+    return PredictResponse(results=await analyze_while_connected(request, analyzer, "texts", texts, body.explain))

@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.settings import Settings
 from app.web.analysis import Analyzer
+from app.web.analysis_types import Analysis
 from app.web.costs import check_explanation_size
 from app.web.deps import (
     analyze_while_connected,
@@ -24,7 +25,6 @@ from app.web.guard import bearer
 from app.web.limits import MAX_ID, check_identifier, check_write_allowed, off_the_loop, posted_text
 from app.web.queries.reviews import review_page
 from app.web.schemas import ReviewDetail, ReviewRequest, ReviewResult
-from app.web.build_state import analysed
 from app.web.store import catalogue_title_exists, store_user_review
 from app.web.view import View
 
@@ -50,7 +50,7 @@ async def post_review(
     settings: Settings = Depends(get_settings),
     analyzer: Analyzer = Depends(get_analyzer),
     write_lock: threading.Lock = Depends(get_write_lock),
-) -> dict:
+) -> ReviewResult:
     """Analyse a review, and store it under a title.
 
     Both models' predictions and sentence-level explanations of one review. With a
@@ -66,18 +66,27 @@ async def post_review(
         engine = await get_engine(request)  # only a review to store needs the database
         if not await run_in_threadpool(catalogue_title_exists, engine, body.title_id):
             raise AppError.one(422, "title_id", f"There is no title {body.title_id!r} in the catalogue.")
-    [result] = await analyze_while_connected(request, analyzer, "text", [text], True)
-    answer = {**result, "stored": False, "title_id": body.title_id, "label": body.label}
-    if body.label is not None:
-        for prediction in analysed(answer["predictions"]).values():
-            prediction["correct"] = prediction["label"] == body.label
+    [analysis] = await analyze_while_connected(request, analyzer, "text", [text], True)
+    answer = ReviewResult(**dict(judged(analysis, body.label)), stored=False, title_id=body.title_id, label=body.label)
     if body.title_id is None:
         response.status_code = 200
         return answer
-    review_id = await run_in_threadpool(store_user_review, engine, write_lock, text, body.title_id, body.label, result)
-    answer.update(stored=True, id=review_id, url=f"/reviews/{review_id}", api_url=f"/api/reviews/{review_id}")
-    response.headers["Location"] = answer["api_url"]
-    return answer
+    review_id = await run_in_threadpool(store_user_review, engine, write_lock, text, body.title_id, body.label, analysis)
+    urls = {"url": f"/reviews/{review_id}", "api_url": f"/api/reviews/{review_id}"}
+    stored = answer.model_copy(update={"stored": True, "id": review_id, **urls})
+    response.headers["Location"] = stored.api_url
+    return stored
+
+
+def judged(analysis: Analysis, label: str | None) -> Analysis:
+    """``analysis`` with each prediction marked ``correct`` or not against the writer's ``label`` (if given)."""
+    if label is None:
+        return analysis
+    predictions = {
+        model: prediction.model_copy(update={"correct": prediction.label == label})
+        for model, prediction in analysis.analysed_predictions().items()
+    }
+    return analysis.model_copy(update={"predictions": analysis.predictions.model_copy(update=predictions)})
 
 
 @router.get("/reviews/{review_id}", response_model=ReviewDetail, responses=error_responses(404))
