@@ -18,7 +18,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
 import torch
 from fastapi.testclient import TestClient
 

@@ -570,7 +570,7 @@ class FakeAnalyzer:
 
         self.calls.append((texts, explain))
         results = []
-        for text in texts:
+        for review in texts:
             sentences = [
                 {
                     "text": match.group(0),
@@ -578,14 +578,14 @@ class FakeAnalyzer:
                     "end": match.end(),
                     "weights": {model: self._weight(match.group(0), model) for model in ("bert", "nbsvm")},
                 }
-                for match in re.finditer(r"[^.!?\s][^.!?]*[.!?]*", text)
+                for match in re.finditer(r"[^.!?\s][^.!?]*[.!?]*", review)
             ]
             predictions = {}
             for model in ("bert", "nbsvm"):
                 total = sum(s["weights"][model] for s in sentences)
                 p_positive = round(min(0.99, max(0.01, 0.5 + total)), 3)
                 predictions[model] = {"label": POS if p_positive >= 0.5 else NEG, "p_positive": p_positive}
-            results.append(Analysis(text=text if explain else None, predictions=predictions, sentences=sentences))
+            results.append(Analysis(text=review if explain else None, predictions=predictions, sentences=sentences))
         return results
 
 
