@@ -14,6 +14,7 @@ from model.bert import OFFSET, OFFSET_PER, ONE_SENTENCE_READER, TEMPERATURE, Ber
 from model.config import MINILM, PER_SENTENCE, PER_TEXT, BertConfig
 from model.devices import resolve_device
 from model.sentences import Sentences, split_sentences
+from model.served import load_served
 
 RECORDING = Path(__file__).parent / "recordings" / "bert_outputs.json"
 LONG = " ".join(f"Scene {i} was {'good' if i % 3 else 'dull'} and the actors knew it." for i in range(30))
@@ -52,12 +53,13 @@ def outputs(models_dir: Path) -> dict[str, list]:
             found[f"{key} logits"] = model.logits(TEXTS)
             found[f"{key} raw scores"], found[f"{key} offset units"] = model.raw_scores(TEXTS)
             if model.reads_sentences:
-                found[f"{key} proba of sentences"] = model.predict_proba([Sentences(s) for s in SENTENCE_LISTS])
+                found[f"{key} proba of sentences"] = model.proba_of_sentences(SENTENCE_LISTS)
                 found[f"{key} sentences read"] = [model.sentences_read(split_sentences(t)) for t in TEXTS]
-        served = BertClassifier.load(models_dir / "bert", cpu, cpu_int8=int8)
+        served = load_served(models_dir / "bert", cpu, cpu_int8=int8)
         key = f"served{'-int8' if int8 else ''}"
         found[f"{key} proba"] = served.predict_proba(TEXTS)
-        found[f"{key} proba of sentences"] = served.predict_proba([Sentences(s) for s in SENTENCE_LISTS])
+        found[f"{key} proba of sentences"] = served.proba_of_sentences(SENTENCE_LISTS)
+        # as the server's micro-batcher calls it: texts and LIME's sentences in one call
         found[f"{key} proba, texts and sentences in one call"] = served.predict_proba([*TEXTS, *map(Sentences, SENTENCE_LISTS)])
         found[f"{key} read by"] = [served.read_by(split_sentences(t)) for t in TEXTS]
         found[f"{key} sentences read"] = [served.sentences_read(split_sentences(t)) for t in TEXTS]
