@@ -32,10 +32,19 @@ from model.calibration import OFFSET, OFFSET_PER, TEMPERATURE, Calibration
 from model.config import PREDATING_VALUES, BertConfig
 from model.devices import autocast
 from model.encoding import Encoder
-from model.fine_tuning import gold_targets, layer_groups, optimizer_and_schedule, seed_everything
+from model.fine_tuning import (
+    gold_targets,
+    layer_groups,
+    optimizer_and_schedule,
+    seed_everything,
+)
 from model.names import BERT, DISPLAY_NAMES
 from model.number_format import MixedPrecision, inference_format
-from model.one_sentence import ONE_SENTENCE_READER, network_reading, one_sentence_reader_of
+from model.one_sentence import (
+    ONE_SENTENCE_READER,
+    network_reading,
+    one_sentence_reader_of,
+)
 from model.reading import reading_of
 from model.sentences import Span
 

@@ -11,6 +11,7 @@ applied. One line per build and way: accuracy per set and band, ECE on evaluatio
 """
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from app.db import Review, latest_run, make_engine, session_scope
 from app.settings import Settings
 from model.bert import BertClassifier
 from model.config import PER_SENTENCE, PER_TEXT, Sources, SplitConfig
-from model.data import read_sst2, read_splits, sample_unlabeled
+from model.data import read_splits, read_sst2, sample_unlabeled
 from model.devices import resolve_device
 from model.lengths import BAND_NAMES, band_accuracies, length_set
 from model.metrics import accuracy, expected_calibration_error, fit_offset
@@ -49,7 +50,7 @@ def main() -> None:
         if pool is None:  # the unlabeled reviews are the same whatever the split settings
             pool = read_splits(Sources(imdb=args.imdb), SplitConfig.of(settings), build, unlabeled=True).unlabeled
         model = BertClassifier.load(settings.models_dir / BERT, resolve_device("cpu"))
-        model.offset_per = PER_SENTENCE  # so that raw_scores counts the sentences read
+        model.calibration = replace(model.calibration, offset_per=PER_SENTENCE)  # so that raw_scores counts the sentences read
         sets = {name: reviews(settings.database, split) for name, split in (("eval", EVAL), ("catalogue", CATALOGUE))}
         texts, labels, bands = length_set(*sets["eval"])
         sets.update(lengths=(texts, labels), sst2=short)

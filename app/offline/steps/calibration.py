@@ -6,6 +6,7 @@ on ``prior_texts``), as the learning curve's are."""
 __all__ = ["prior_texts", "set_prior_offset"]
 
 import logging
+from dataclasses import replace
 
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
@@ -13,12 +14,29 @@ from tqdm import tqdm
 
 from app.offline.estimates import Work
 from app.offline.pipeline import Pipeline, Step
-from app.offline.steps.training import Train, load_trained_bert, pretrained, reading_work
+from app.offline.steps.training import (
+    Train,
+    load_trained_bert,
+    pretrained,
+    reading_work,
+)
 from model.artifacts import read_meta, update_meta
-from model.bert import OFFSET, OFFSET_PER, ONE_SENTENCE_READER, TEMPERATURE, BertClassifier, one_sentence_reader_of
+from model.bert import (
+    OFFSET,
+    OFFSET_PER,
+    ONE_SENTENCE_READER,
+    TEMPERATURE,
+    BertClassifier,
+    one_sentence_reader_of,
+)
 from model.config import PER_SENTENCE, CalibrationConfig
 from model.data import sample_unlabeled
-from model.metrics import classification_report, fit_offset, fit_temperature, tempered_p_positive
+from model.metrics import (
+    classification_report,
+    fit_offset,
+    fit_temperature,
+    tempered_p_positive,
+)
 from model.trained import model_dir
 
 log = logging.getLogger("textflix")
@@ -145,8 +163,8 @@ def set_prior_offset(
 ) -> float:
     """Give ``model`` the offset, added to its log-odds once per sentence it reads (``PER_SENTENCE``), that
     makes its mean probability of "positive" over the ``unlabeled`` texts ``share`` (none: 0); returns it."""
-    model.offset, model.offset_per = 0.0, PER_SENTENCE
+    model.calibration = replace(model.calibration, offset=0.0, offset_per=PER_SENTENCE)
     if unlabeled:
         scores, units = model.raw_scores(unlabeled)
-        model.offset = fit_offset(scores, share, temperature, units)
-    return model.offset
+        model.calibration = replace(model.calibration, offset=fit_offset(scores, share, temperature, units))
+    return model.calibration.offset
