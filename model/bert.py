@@ -7,8 +7,10 @@ Mixed precision: float16 on CUDA, bfloat16 on CPUs that support it.
 
 The classifier, with the training loop and the inference that share its state, and the frozen
 bottom layers that training computes once (``FrozenBottom``). Its parts: what it reads of a text
-(``model.encoding``), the network by pooling (``model.pooling``), the optimiser, schedule and
-targets (``model.fine_tuning``), the device and number formats (``model.devices``).
+(``model.encoding``) and how (whole or as its sentences summed, ``model.reading``), the network by
+pooling (``model.pooling``), its calibration (``model.calibration``), the optimiser, schedule and
+targets (``model.fine_tuning``), the device and number formats (``model.devices``,
+``model.number_format``). The model as served, with its one-sentence reader: ``model.served``.
 """
 
 # what callers imported from here before calibration and the one-sentence rule had modules of their own
@@ -32,19 +34,10 @@ from model.calibration import OFFSET, OFFSET_PER, TEMPERATURE, Calibration
 from model.config import PREDATING_VALUES, BertConfig
 from model.devices import autocast
 from model.encoding import Encoder
-from model.fine_tuning import (
-    gold_targets,
-    layer_groups,
-    optimizer_and_schedule,
-    seed_everything,
-)
+from model.fine_tuning import gold_targets, layer_groups, optimizer_and_schedule, seed_everything
 from model.names import BERT, DISPLAY_NAMES
 from model.number_format import MixedPrecision, inference_format
-from model.one_sentence import (
-    ONE_SENTENCE_READER,
-    network_reading,
-    one_sentence_reader_of,
-)
+from model.one_sentence import ONE_SENTENCE_READER, network_reading, one_sentence_reader_of
 from model.reading import reading_of
 from model.sentences import Span
 
@@ -286,7 +279,6 @@ class BertClassifier:
                 scaler.update()
                 scheduler.step()
                 bar.update(epoch + 1, loss.item())
-
 
     @torch.inference_mode()
     def logits(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:

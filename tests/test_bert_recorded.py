@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.bert import OFFSET, OFFSET_PER, ONE_SENTENCE_READER, TEMPERATURE, BertClassifier
+from model.bert import BertClassifier
+from model.calibration import OFFSET, OFFSET_PER, TEMPERATURE
 from model.config import MINILM, PER_SENTENCE, PER_TEXT, BertConfig
 from model.devices import resolve_device
+from model.one_sentence import ONE_SENTENCE_READER
 from model.sentences import Sentences, split_sentences
 from model.served import load_served
 

@@ -8,14 +8,7 @@ import pytest
 import torch
 
 import model.devices
-from model.bert import (
-    OFFSET,
-    ONE_SENTENCE_READER,
-    BertClassifier,
-    FrozenBottom,
-    epoch_order,
-    shuffle_units,
-)
+from model.bert import OFFSET, ONE_SENTENCE_READER, BertClassifier, FrozenBottom, epoch_order, shuffle_units
 from model.calibration import Calibration
 from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.devices import resolve_device

@@ -19,8 +19,8 @@ from app.offline.steps import build_steps
 from app.offline.steps.data import ReadData
 from app.offline.steps.training import PSEUDO_LABEL_CHUNK, TrainTeacher, label_chunks
 from app.settings import Settings
-from model.bert import BertClassifier
 from model.config import AUTO, DISTILL, MINILM, MPNET, PLAIN, SENTENCES
+from model.bert import BertClassifier
 from model.data import RawReview, UnlabeledReview, read_unlabeled, sample_unlabeled
 from model.names import MODEL_META_FILE
 from model.sentences import split_sentences
@@ -133,7 +133,8 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     assert json.loads((data / "models" / "teacher" / MODEL_META_FILE).read_text())["pooling"] == "cls"
     # the served BERT hands its texts of one sentence to the teacher (--one-sentence-reader teacher)
     assert record["calibrate"]["one_sentence_reader"] == student["one_sentence_reader"] == "teacher"
-    served, teacher = load_served(data / "models" / "bert", torch.device("cpu")), BertClassifier.load(data / "models" / "teacher", torch.device("cpu"))
+    served = load_served(data / "models" / "bert", torch.device("cpu"))
+    teacher = BertClassifier.load(data / "models" / "teacher", torch.device("cpu"))
     one, two = "A fine, warm film.", "A fine, warm film. I would see it again."
     assert served.predict_proba([one]) == pytest.approx(teacher.predict_proba([one]), abs=1e-4)
     assert served.predict_proba([two]) == pytest.approx(served.own.predict_proba([two]), abs=1e-4)

@@ -21,7 +21,7 @@ from app.db import Review, latest_run, make_engine, session_scope
 from app.settings import Settings
 from model.bert import BertClassifier
 from model.config import PER_SENTENCE, PER_TEXT, Sources, SplitConfig
-from model.data import read_splits, read_sst2, sample_unlabeled
+from model.data import read_sst2, read_splits, sample_unlabeled
 from model.devices import resolve_device
 from model.lengths import BAND_NAMES, band_accuracies, length_set
 from model.metrics import accuracy, expected_calibration_error, fit_offset

@@ -14,29 +14,12 @@ from tqdm import tqdm
 
 from app.offline.estimates import Work
 from app.offline.pipeline import Pipeline, Step
-from app.offline.steps.training import (
-    Train,
-    load_trained_bert,
-    pretrained,
-    reading_work,
-)
+from app.offline.steps.training import Train, load_trained_bert, pretrained, reading_work
 from model.artifacts import read_meta, update_meta
-from model.bert import (
-    OFFSET,
-    OFFSET_PER,
-    ONE_SENTENCE_READER,
-    TEMPERATURE,
-    BertClassifier,
-    one_sentence_reader_of,
-)
+from model.bert import OFFSET, OFFSET_PER, ONE_SENTENCE_READER, TEMPERATURE, BertClassifier, one_sentence_reader_of
 from model.config import PER_SENTENCE, CalibrationConfig
 from model.data import sample_unlabeled
-from model.metrics import (
-    classification_report,
-    fit_offset,
-    fit_temperature,
-    tempered_p_positive,
-)
+from model.metrics import classification_report, fit_offset, fit_temperature, tempered_p_positive
 from model.trained import model_dir
 
 log = logging.getLogger("textflix")
