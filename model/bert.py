@@ -7,11 +7,15 @@ Mixed precision: float16 on CUDA, bfloat16 on CPUs that support it.
 
 The classifier, with the training loop and the inference that share its state, and the frozen
 bottom layers that training computes once (``FrozenBottom``). Its parts: what it reads of a text
-(``model.encoding``), the network by pooling (``model.pooling``), the optimiser, schedule and
-targets (``model.fine_tuning``), the device and number formats (``model.devices``).
+(``model.encoding``) and how (whole or as its sentences summed, ``model.reading``), the network by
+pooling (``model.pooling``), its calibration (``model.calibration``), the optimiser, schedule and
+targets (``model.fine_tuning``), the device and number formats (``model.devices``,
+``model.number_format``). The model as served, with its one-sentence reader: ``model.served``.
 """
 
-__all__ = ["BertClassifier"]
+# what callers imported from here before calibration and the one-sentence rule had modules of their own
+__all__ = ["OFFSET", "OFFSET_PER", "ONE_SENTENCE_READER", "TEMPERATURE", "BertClassifier", "network_reading",
+           "one_sentence_reader_of"]
 
 import math
 import os
@@ -26,12 +30,16 @@ from tqdm import tqdm
 
 from model import checkpoints
 from model.artifacts import atomic_directory, read_meta
-from model.config import DISTILL, PER_SENTENCE, SENTENCE_WINDOWS, SENTENCES, BertConfig, CalibrationConfig
-from model.devices import autocast, int8_linears
-from model.encoding import Encoder, head_and_tail_sentences
+from model.calibration import OFFSET, OFFSET_PER, TEMPERATURE, Calibration
+from model.config import BertConfig
+from model.devices import autocast
+from model.encoding import Encoder
 from model.fine_tuning import gold_targets, layer_groups, optimizer_and_schedule, seed_everything
-from model.names import BERT, DISPLAY_NAMES, LABELS, STUDENT_NETWORK, TEACHER
-from model.sentences import Sentences, Span, split_sentences
+from model.names import BERT, DISPLAY_NAMES
+from model.number_format import MixedPrecision, inference_format
+from model.one_sentence import ONE_SENTENCE_READER, network_reading, one_sentence_reader_of
+from model.reading import reading_of
+from model.sentences import Span
 
 # before transformers is imported, here and through model.pooling
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -39,37 +47,9 @@ from transformers import AutoTokenizer  # noqa: E402
 
 from model.pooling import sequence_classifier  # noqa: E402
 
-TEMPERATURE = "temperature"  # the key of the fitted temperature in a model's facts file
-OFFSET = "offset"  # and of the offset added to its log-odds (app.offline.steps.calibration.Calibrate)
-OFFSET_PER = "offset_per"  # and of how often it is added (model.config.CalibrationConfig)
-# and of the folder, beside its own, of the model that reads its texts of one sentence (model.config.ServingConfig)
-ONE_SENTENCE_READER = "one_sentence_reader"
-
-
-def one_sentence_reader_of(recipe: str, choice: str) -> str | None:
-    """The folder of the model that a served BERT hands its texts of one sentence to: the distill
-    recipe's teacher when ``choice`` (one_sentence_reader) is the teacher; else None, and the BERT
-    reads every text itself."""
-    return TEACHER if recipe == DISTILL and choice == TEACHER else None
-
-
-def network_reading(sentences: Sequence, one_sentence_reader: bool) -> str:
-    """Which network of a served BERT reads a text of these ``sentences`` (its split, made once by the
-    caller): the ``one_sentence_reader`` (TEACHER) for a text of one sentence when it has one, its own
-    (STUDENT_NETWORK) for any other. What the API reports (``read_by``) and what the server charges."""
-    return TEACHER if one_sentence_reader and len(sentences) == 1 else STUDENT_NETWORK
-
 
 class TooManyFrozenLayers(ValueError):
     """``frozen_layers`` leaves none of the checkpoint's encoder layers to train."""
-
-
-class ReaderUnavailable(Exception):
-    """The model that a model hands its texts of one sentence to (``directory``) cannot be loaded."""
-
-    def __init__(self, directory: Path, error: Exception):
-        super().__init__(str(error))
-        self.directory = directory
 
 
 class PassThrough(torch.nn.Module):
@@ -166,7 +146,10 @@ def epoch_order(units: list[list[int]], generator: torch.Generator) -> list[int]
 
 
 class BertClassifier:
-    """A fine-tuned sequence classifier with batched, length-sorted inference."""
+    """A fine-tuned sequence classifier with batched, length-sorted inference. Its parts: how it reads
+    a text (``reading``: whole, or its sentences summed, ``model.reading``), its ``calibration``
+    (``model.calibration``) and the ``number_format`` it reads in (int8 or not, ``model.number_format``).
+    A served one may hand its texts of one sentence to another model: ``model.served.load_served``."""
 
     key: ClassVar[str] = BERT
     config_type: ClassVar[type[BertConfig]] = BertConfig
@@ -180,11 +163,8 @@ class BertClassifier:
         device: torch.device,
         config: BertConfig,
         max_tokens: int | None = None,
-        temperature: float = 1.0,
-        int8: bool = False,
-        offset: float = 0.0,
-        offset_per: str = PER_SENTENCE,
-        one_sentence_reader: "BertClassifier | None" = None,
+        calibration: Calibration | None = None,
+        number_format=None,
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -194,24 +174,11 @@ class BertClassifier:
         # Padded tokens per forward pass: small on CPU, where small batches ran fastest
         # (scripts/bench_lime.py), large on CUDA.
         self.max_tokens = max_tokens or (65536 if device.type == "cuda" else 2048)
-        # Scores are divided by it before the softmax (temperature scaling, Guo et al. 2017);
-        # app.offline.steps.calibration.Calibrate fits it on held-out folds of the training reviews.
-        self.temperature = temperature
-        # Added to the log-odds of "positive": app.offline.steps.calibration.Calibrate fits it on unlabeled reviews, so
-        # that the model reads them as positive as often as the training reviews are. It is added
-        # once per sentence a sentence model reads (``offset_per``; ``raw_scores``'s units).
-        self.offset = offset
-        self.offset_per = offset_per
-        # Whether the linear layers are int8 (``int8_linears``). Their activations are scaled over
-        # a whole batch: batched, a text's score would depend on its batch neighbours (up to 0.13
-        # in probability), so such a model scores texts singly, and in float32, the only input
-        # type of the quantized layers (no bfloat16 autocast).
-        self.int8 = int8
-        # A sentence model: it reads a text's sentences, and takes a text given as ``Sentences``.
-        self.reads_sentences = config.pooling == SENTENCES
-        # Another model that ``predict_proba`` hands a text of one sentence to (the distill recipe's
-        # teacher, which reads one-line reviews better than its student), or None.
-        self.one_sentence_reader = one_sentence_reader
+        self.calibration = calibration or Calibration()
+        self.number_format = number_format or MixedPrecision(device)
+        self.reading = reading_of(config)  # the text whole, or its sentences summed
+        # A sentence model also takes a text given as its ``Sentences`` (``proba_of_sentences``).
+        self.reads_sentences = self.reading.reads_sentences
 
     @classmethod
     def pretrained(cls, config: BertConfig, device: torch.device) -> "BertClassifier":
@@ -315,98 +282,78 @@ class BertClassifier:
 
     @torch.inference_mode()
     def logits(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
-        """The classifier's scores (negative, positive), one row per text, untempered, with
-        ``offset`` added to the positive one.
+        """The classifier's scores (negative, positive), one row per text, untempered, with the
+        calibration's offset added to the positive one.
 
         What the model reads (each text, or each sentence) is sorted by length and packed into
         batches of at most ``max_tokens`` (default: the classifier's own) padded tokens, so short
         ones do not pay for long ones; a sentence that several texts share is read once.
         """
-        scores, units = self.raw_scores(texts, max_tokens)
-        scores[:, 1] += self.offset * units
-        return scores
+        return self.calibration.logits(*self.raw_scores(texts, max_tokens))
 
     @torch.inference_mode()
     def raw_scores(self, texts: list[str], max_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The scores of ``logits`` before the offset, and how many times the offset is added to
-        each text: once per sentence a sentence model reads of it (none for an empty text), so
-        the offset is a change of each sentence's bias and the sentence weights stay exact, and
-        scaled as the sentences' scores are (``length_scale``); once per text for a whole-text
-        model, or with ``offset_per`` "text"."""
-        ids, members = self.read_units(texts)
-        scores = self.text_logits(ids, members, 1 if self.int8 else max_tokens or self.max_tokens)
-        if self.reads_sentences and self.offset_per == PER_SENTENCE:
-            # each sentence's bias is scaled with its score (``length_scale``)
-            counts = np.array([len(own) for own in members], dtype=float)
-            units = counts * self.length_scale(counts)
-        else:
-            units = np.ones(len(texts))
-        return scores.cpu().numpy(), units
+        each text (``Calibration.offset_units``, of the reading's ``offset_units``)."""
+        return self.scores_of(*self.read_units(texts), max_tokens)
+
+    @torch.inference_mode()
+    def scores_of(self, ids: list[list[int]], members: list[list[int]], max_tokens: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """``raw_scores`` of the texts made of ``members`` of ``ids`` (``read_units``)."""
+        budget = self.number_format.tokens_per_pass(max_tokens or self.max_tokens)
+        scores = self.text_logits(ids, members, budget)
+        return scores.cpu().numpy(), self.calibration.offset_units(self.reading.offset_units(members))
+
+    def predict_proba(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
+        """Class probabilities (negative, positive), one row per text, calibrated (offset and temperature)."""
+        return self.calibration.proba(*self.raw_scores(texts, max_tokens))
+
+    def proba_of_sentences(self, texts: Sequence[Sequence[str]], max_tokens: int | None = None) -> np.ndarray:
+        """``predict_proba`` of texts given as their sentences, read as given (not split again): a
+        sentence model's, for what an explanation scores of a text (``model.explain.Perturbations``)."""
+        if not self.reads_sentences:
+            raise TypeError("a whole-text model reads texts, not sentences")
+        return self.calibration.proba(*self.scores_of(*self.units_read([list(t) for t in texts]), max_tokens))
 
     def read_units(self, texts: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
         """The token ids of what the model reads of ``texts``, each distinct one once, and for each
-        text the indices of its own: the text whole, or with ``sentences`` pooling its sentences (as
-        split here, or as given by a ``Sentences``), at most ``SENTENCE_WINDOWS`` windows' worth
-        (``head_and_tail_sentences``), so that a text costs at most that many times what a
-        whole-text model pays for it."""
-        if self.reads_sentences:
-            units = [list(t) if isinstance(t, Sentences) else [s.text for s in split_sentences(t)] for t in texts]
-        else:
-            units = [[text] for text in texts]
+        text the indices of its own (``units_read`` of the reading's ``units``)."""
+        return self.units_read([self.reading.units(text) for text in texts])
+
+    def units_read(self, units: list[list[str]]) -> tuple[list[list[int]], list[list[int]]]:
+        """The token ids of each distinct one of the texts' ``units``, and for each text the indices of
+        those the reading keeps (``kept``: of a long text, only some of its sentences)."""
         index = {unit: i for i, unit in enumerate(dict.fromkeys(u for own in units for u in own))}
         ids = self.encoder.ids(list(index))
-        members = [[index[u] for u in own] for own in units]
-        if self.reads_sentences:
-            budget = self.sentence_budget
-            members = [[own[i] for i in head_and_tail_sentences([len(ids[j]) for j in own], budget)] for own in members]
-        return ids, members
-
-    @property
-    def sentence_budget(self) -> int:
-        """The tokens of a text's sentences a sentence model reads at most (``read_units``)."""
-        return SENTENCE_WINDOWS * self.config.max_length
+        return ids, self.reading.kept(ids, [[index[u] for u in own] for own in units])
 
     def sentences_read(self, sentences: Sequence[Span]) -> list[int] | None:
         """Which of a text's ``sentences`` (``split_sentences``'s, by index) this model adds up the
-        scores of when it reads the text: all of them, or those ``read_units`` keeps of a long text.
-        None when it does not read the text as a sum of its sentences: a whole-text model, or a text
-        of one sentence that it hands to its ``one_sentence_reader``."""
-        if not self.reads_sentences or self.read_by(sentences) == TEACHER:
-            return None
-        ids = self.encoder.ids([s.text for s in sentences])
-        return head_and_tail_sentences([len(unit) for unit in ids], self.sentence_budget)
+        scores of when it reads the text: all of them, or those it keeps of a long text. None when it
+        does not read the text as a sum of its sentences (a whole-text model)."""
+        return self.reading.sentences_read(sentences, self.encoder)
+
+    def length_scale(self, counts):
+        """A sentence model's factor of the summed scores of texts of ``counts`` sentences (``SentencesSummed``)."""
+        return self.reading.length_scale(counts)
 
     def text_logits(
         self, ids: list[list[int]], members: list[list[int]], max_tokens: int | None, states: list | None = None
     ) -> torch.Tensor:
-        """Scores (negative, positive) of the texts made of ``members`` of ``ids``. A whole text's
-        are the model's; a text read in sentences has the log-odds of "positive" its sentences'
-        scores add up to (an empty one: 0, even odds), times ``length_scale``. With ``states``
-        (``FrozenBottom``), the model reads each unit's frozen states instead of its ids."""
+        """Scores (negative, positive) of the texts made of ``members`` of ``ids``, pooled by the
+        reading from its units' (``pooled``). With ``states`` (``FrozenBottom``), the model reads each
+        unit's frozen states instead of its ids."""
         wanted = list(dict.fromkeys(i for own in members for i in own))
         local = {unit: i for i, unit in enumerate(wanted)}
-        scores = torch.empty((len(wanted), 1 if self.reads_sentences else len(LABELS)), device=self.device)
+        scores = torch.empty((len(wanted), self.reading.outputs), device=self.device)
         for batch in self._batches([ids[i] for i in wanted], max_tokens):
             if states is None:
                 inputs = self.encoder.pad([ids[wanted[i]] for i in batch], self.device)
             else:
                 inputs = pad_states([states[wanted[i]] for i in batch])
-            with nullcontext() if self.int8 else autocast(self.device):
+            with self.number_format.context():
                 scores[batch] = self.model(**inputs).logits.float()
-        if not self.reads_sentences:
-            return scores[[local[own[0]] for own in members]]
-        owner = torch.tensor([t for t, own in enumerate(members) for _ in own], dtype=torch.long, device=self.device)
-        rows = torch.tensor([local[i] for own in members for i in own], dtype=torch.long, device=self.device)
-        log_odds = torch.zeros(len(members), device=self.device).index_add(0, owner, scores[rows, 0])
-        if self.config.length_exponent:
-            counts = torch.tensor([len(own) for own in members], dtype=torch.float32, device=self.device)
-            log_odds = log_odds * self.length_scale(counts)
-        return torch.stack([torch.zeros_like(log_odds), log_odds], dim=1)
-
-    def length_scale(self, counts):
-        """What the summed scores of texts of ``counts`` sentences are multiplied by: n ** ``length_exponent``
-        (an empty text's, whose sum is 0: 1). Works on arrays and tensors alike."""
-        return counts.clip(1) ** self.config.length_exponent
+        return self.reading.pooled(scores, [[local[i] for i in own] for own in members])
 
     @staticmethod
     def _batches(ids: list[list[int]], max_tokens: int | None) -> Iterator[list[int]]:
@@ -424,40 +371,6 @@ class BertClassifier:
             yield order[start:end]
             start = end
 
-    def predict_proba(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
-        """Class probabilities (negative, positive), one row per text, calibrated (offset and temperature).
-
-        With a ``one_sentence_reader``, a text of one sentence given as a string is that model's to
-        read; every other text is this model's: a longer one, an empty one, and one given as
-        ``Sentences`` (what an explanation scores of a text, ``model.explain.Perturbations``), so
-        that a text's explanation asks the network that read it."""
-        reader = self.one_sentence_reader
-        if reader is None:
-            return self.own_proba(texts, max_tokens)
-        split = [t if isinstance(t, Sentences) else Sentences(s.text for s in split_sentences(t)) for t in texts]
-        alone = np.array([not isinstance(t, Sentences) and self.read_by(s) == TEACHER for t, s in zip(texts, split)], dtype=bool)
-        own = split if self.reads_sentences else texts  # a sentence model is handed the sentences split here
-        p = np.empty((len(texts), len(LABELS)), dtype=np.float32)
-        if alone.any():
-            p[alone] = reader.predict_proba([t for t, one in zip(texts, alone) if one], max_tokens)
-        if not alone.all():
-            p[~alone] = self.own_proba([t for t, one in zip(own, alone) if not one], max_tokens)
-        return p
-
-    def own_proba(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
-        """``predict_proba`` of this model's own network, whatever the length of the texts."""
-        scores = torch.from_numpy(self.logits(texts, max_tokens)) / self.temperature
-        return torch.softmax(scores, dim=-1).numpy()
-
-    def read_by(self, sentences: Sequence) -> str:
-        """Which network ``predict_proba`` has read a text of these ``sentences`` (its split, made once
-        by the caller) with: the ``one_sentence_reader`` (TEACHER) or this model's own (``network_reading``)."""
-        return network_reading(sentences, self.one_sentence_reader is not None)
-
-    def reads_alone(self, text: str) -> bool:
-        """Whether ``predict_proba`` hands ``text`` to the ``one_sentence_reader``."""
-        return self.read_by(split_sentences(text)) == TEACHER
-
     def save(self, directory: Path, meta: dict | None = None) -> None:
         """Write model, tokenizer and config (plus ``meta`` facts) to ``directory`` atomically."""
         with atomic_directory(directory, {**self.config.model_dump(), **(meta or {})}) as partial:
@@ -468,21 +381,11 @@ class BertClassifier:
     def load(
         cls, directory: Path, device: torch.device, max_tokens: int | None = None, cpu_int8: bool = False
     ) -> "BertClassifier":
-        """The model saved in ``directory``; with ``cpu_int8`` on a CPU, its linear layers in int8
-        (``int8_linears``), one text per forward pass."""
+        """The model saved in ``directory``, with its calibration; with ``cpu_int8`` on a CPU, its
+        linear layers in int8 (``model.number_format.Int8Linears``). It reads every text itself: the
+        model as served, with its one-sentence reader, is ``model.served.load_served``'s."""
         meta = read_meta(directory, DISPLAY_NAMES[cls.key])
         config = BertConfig.model_validate({**BertConfig.predating_values(), **meta})
         tokenizer = AutoTokenizer.from_pretrained(directory)
-        model = sequence_classifier(directory, config.pooling).to(device)
-        int8 = cpu_int8 and device.type == "cpu"
-        if int8:
-            model = int8_linears(model)
-        temperature, offset = meta.get(TEMPERATURE, 1.0), meta.get(OFFSET, 0.0)
-        offset_per = meta.get(OFFSET_PER, CalibrationConfig.predating_values()[OFFSET_PER])
-        reader = None
-        if folder := meta.get(ONE_SENTENCE_READER):
-            try:
-                reader = cls.load(directory.parent / folder, device, max_tokens, cpu_int8)
-            except Exception as error:
-                raise ReaderUnavailable(directory.parent / folder, error) from error
-        return cls(model, tokenizer, device, config, max_tokens, temperature, int8, offset, offset_per, reader)
+        model, number_format = inference_format(sequence_classifier(directory, config.pooling).to(device), device, cpu_int8)
+        return cls(model, tokenizer, device, config, max_tokens, Calibration.of_facts(meta), number_format)

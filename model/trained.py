@@ -15,18 +15,19 @@ from typing import ClassVar, Protocol
 import numpy as np
 import torch
 
-from model.bert import BertClassifier, ReaderUnavailable
+from model.bert import BertClassifier
 from model.config import Seeded
 from model.names import DISPLAY_NAMES
 from model.nbsvm import NbsvmClassifier
+from model.served import ReaderUnavailable, load_served
 
 
 class Classifier(Protocol):
     key: ClassVar[str]  # one of model.names.MODELS
     config_type: ClassVar[type[Seeded]]
     fast_to_train: ClassVar[bool]  # cheap enough to train at every size of the learning curve
-    # Whether it reads a text as its sentences; such a model's predict_proba also takes a text given as
-    # model.sentences.Sentences.
+    # Whether it reads a text as its sentences; such a model has proba_of_sentences, and its predict_proba
+    # also takes a text given as model.sentences.Sentences (LIME's, which the server batches with texts).
     reads_sentences: bool
 
     training_unit: ClassVar[str]  # what ``train`` reports its progress in ("optimizer steps")
@@ -46,12 +47,14 @@ class Classifier(Protocol):
     def load(
         cls, directory: Path, device: torch.device, max_tokens: int | None = None, cpu_int8: bool = False
     ) -> "Classifier":
-        """``max_tokens``: padded tokens per forward pass, for the models that batch by tokens;
-        ``cpu_int8``: int8 layers on the CPU, for the models that have them."""
+        """The model as trained. ``max_tokens``: padded tokens per forward pass, for the models that batch
+        by tokens; ``cpu_int8``: int8 layers on the CPU, for the models that have them."""
 
 
 # In the order of model.names.MODELS.
 CLASSIFIERS: dict[str, type[Classifier]] = {kind.key: kind for kind in (NbsvmClassifier, BertClassifier)}
+# How each is loaded to serve: as trained, or (BERT) with the model it hands its texts of one sentence to.
+SERVED_LOADERS = {**{key: kind.load for key, kind in CLASSIFIERS.items()}, BertClassifier.key: load_served}
 
 
 class ModelUnavailable(Exception):
@@ -72,7 +75,7 @@ def load_trained(
     """The trained model ``name``, which has ``predict_proba(texts)``."""
     directory = model_dir(models_dir, name)
     try:
-        return CLASSIFIERS[name].load(directory, device, max_tokens, cpu_int8)
+        return SERVED_LOADERS[name](directory, device, max_tokens, cpu_int8)
     except ReaderUnavailable as error:
         raise ModelUnavailable(
             f"The {DISPLAY_NAMES[name]} model in {directory} hands texts of one sentence to the model in "

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model.bert import BertClassifier
 from model.config import LimeConfig
 from model.explain import Memoized, Perturbations, lime_sentences, rank_agreement
 from model.sentences import split_sentences
+from model.served import load_served
 
 SHORT = "A wonderful, moving film. The acting was superb and the ending made me cry all the way home."
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     if not db.is_file() or not folder.is_dir():
         raise SystemExit(f"No built database and BERT model in {args.data_dir}: run `textflix build` first.")
     cpu = torch.device("cpu")
-    models = {"float32": BertClassifier.load(folder, cpu), "int8": BertClassifier.load(folder, cpu, cpu_int8=True)}
+    models = {"float32": load_served(folder, cpu), "int8": load_served(folder, cpu, cpu_int8=True)}
 
     evaluation = rows(db, "eval")[: args.eval]
     gold = np.array([label == "positive" for _, label in evaluation])

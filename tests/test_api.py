@@ -29,6 +29,7 @@ from app.web.errors import ServerStopping
 from app.web.main import create_app
 from model.artifacts import update_meta
 from model.bert import OFFSET, ONE_SENTENCE_READER, BertClassifier
+from model.calibration import Calibration
 from model.config import MINILM, BertConfig
 from model.quality import QUALITY_FIELDS, fit_reading, is_weak
 from tests.conftest import _short_train_reviews, serve_in_thread, serve_process
@@ -253,8 +254,8 @@ def test_a_server_whose_bert_hands_one_sentence_texts_to_its_teacher_says_so_and
     student = BertClassifier.load(tmp_path / "models" / "bert", torch.device("cpu"))
     assert student.reads_sentences
     teacher = BertClassifier.pretrained(BertConfig(base_model=MINILM, max_length=64, pooling="cls", seed=3), torch.device("cpu"))
-    teacher.offset = -2.0  # an untrained head reads every text near even odds
-    teacher.save(tmp_path / "models" / "teacher", {OFFSET: teacher.offset})
+    teacher.calibration = Calibration(offset=-2.0)  # an untrained head reads every text near even odds
+    teacher.save(tmp_path / "models" / "teacher", {OFFSET: teacher.calibration.offset})
     update_meta(tmp_path / "models" / "bert", {ONE_SENTENCE_READER: "teacher"})
     one = "A wonderful, moving film with brilliant acting."
     with TestClient(create_app(api_settings(tmp_path, lime_samples=128))) as routed_client:

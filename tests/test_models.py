@@ -9,6 +9,7 @@ import torch
 
 import model.devices
 from model.bert import OFFSET, ONE_SENTENCE_READER, BertClassifier, FrozenBottom, epoch_order, shuffle_units
+from model.calibration import Calibration
 from model.config import MINILM, BertConfig, LimeConfig, NbsvmConfig
 from model.devices import resolve_device
 from model.encoding import head_and_tail, head_and_tail_sentences
@@ -23,6 +24,7 @@ from model.metrics import (
 )
 from model.nbsvm import NbsvmClassifier, stemmed_tokens
 from model.sentences import Sentences, split_sentences
+from model.served import load_served
 from model.trained import ModelUnavailable, load_trained
 
 POSITIVE = "This is a wonderful, moving film with brilliant acting and a beautiful story."
@@ -104,14 +106,18 @@ def test_a_bert_hands_its_texts_of_one_sentence_to_its_reader_and_each_text_is_e
     student.save(tmp_path / "bert", {ONE_SENTENCE_READER: "teacher"})
     teacher.save(tmp_path / "teacher", {OFFSET: 2.0})  # untrained heads read every text near even odds
     teacher = BertClassifier.load(tmp_path / "teacher", cpu)
-    served = BertClassifier.load(tmp_path / "bert", cpu)
+    served = load_served(tmp_path / "bert", cpu)
     one, two = POSITIVE, f"{POSITIVE} {NEGATIVE}"
-    assert served.reads_alone(one) and not served.reads_alone(two) and not student.reads_alone(one)
-    p = served.predict_proba([one, two, Sentences([one]), ""])
+    assert served.reads_alone(one) and not served.reads_alone(two)
+    p = served.predict_proba([one, two, ""])
     assert teacher.predict_proba([one])[0, 1] > 0.8 > student.predict_proba([one])[0, 1]
     assert p[0] == pytest.approx(teacher.predict_proba([one])[0], abs=1e-4)
-    assert p[1:] == pytest.approx(student.predict_proba([two, Sentences([one]), ""]), abs=1e-4)
-    assert p[3, 1] == pytest.approx(0.5)
+    assert p[1:] == pytest.approx(student.predict_proba([two, ""]), abs=1e-4)
+    assert p[2, 1] == pytest.approx(0.5)
+    # a text given as its sentences is the student's, one sentence or not, by name or in a mixed call
+    by_name = served.proba_of_sentences([[one], [one, NEGATIVE]])
+    assert by_name == pytest.approx(student.proba_of_sentences([[one], [one, NEGATIVE]]), abs=1e-4)
+    assert served.predict_proba([one, Sentences([one])])[1] == pytest.approx(by_name[0], abs=1e-4)
 
     lime = LimeConfig(lime_samples=32, seed=0)
     alone = explain_sentences(one, split_sentences(one), served.predict_proba, lime, reads_sentences=True)
@@ -184,7 +190,7 @@ def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp
     # An offset per sentence is a change of each sentence's bias: the model stays additive, an
     # empty text stays at even odds, and a one-sentence text's weight is its log-odds, exactly
     # (model.explain.one_sentence; LIME's ridge fit made it an eighth of them).
-    classifier.offset, classifier.offset_per = -1.5, "sentence"
+    classifier.calibration = Calibration(offset=-1.5, offset_per="sentence")
     shifted = log_odds([s.text for s in sentences])
     assert shifted == pytest.approx(alone - 1.5, abs=1e-4)
     assert log_odds([review, ""]).tolist() == pytest.approx([shifted.sum(), 0.0], abs=1e-4)
@@ -193,7 +199,7 @@ def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp
         weight = explain_sentences(text, one, classifier.predict_proba, LimeConfig(lime_samples=16, seed=0)).weights[0]
         assert np.sign(weight) == np.sign(log_odds([text])[0]) != 0
         assert weight == pytest.approx(log_odds([text])[0], rel=0.01)
-    classifier.offset_per = "text"  # the default before: the same offset whatever the length
+    classifier.calibration = Calibration(offset=-1.5, offset_per="text")  # the default before: the same offset whatever the length
     assert log_odds([review, ""]).tolist() == pytest.approx([alone.sum() - 1.5, -1.5], abs=1e-4)
     assert explanation.quality.stability == pytest.approx(1.0)
 
@@ -201,7 +207,7 @@ def test_a_sentence_pooled_bert_adds_up_its_sentences_and_lime_recovers_them(tmp
 def test_a_length_exponent_scales_a_texts_summed_sentences_and_their_offset_alike():
     config = BertConfig(base_model=MINILM, max_length=64, pooling="sentences", length_exponent=-0.5)
     classifier = BertClassifier.pretrained(config, resolve_device("cpu"))
-    classifier.offset, classifier.offset_per = 0.3, "sentence"
+    classifier.calibration = Calibration(offset=0.3, offset_per="sentence")
     review = f"{POSITIVE} The film was shown on a Tuesday. {NEGATIVE} I would watch it again."
     sentences = [s.text for s in split_sentences(review)]
 

@@ -24,6 +24,7 @@ from model.bert import BertClassifier
 from model.data import RawReview, UnlabeledReview, read_unlabeled, sample_unlabeled
 from model.names import MODEL_META_FILE
 from model.sentences import split_sentences
+from model.served import load_served
 from tests.conftest import ROOT, SUBSET_UNSUP, write_archive
 
 # 48 unlabeled reviews and their runs: 9 chunks of the teacher's labelling (PSEUDO_LABEL_CHUNK), a kill in
@@ -132,10 +133,11 @@ def test_distill_build_resumes_after_a_kill_while_pseudo_labelling(tmp_path, arc
     assert json.loads((data / "models" / "teacher" / MODEL_META_FILE).read_text())["pooling"] == "cls"
     # the served BERT hands its texts of one sentence to the teacher (--one-sentence-reader teacher)
     assert record["calibrate"]["one_sentence_reader"] == student["one_sentence_reader"] == "teacher"
-    served, teacher = (BertClassifier.load(data / "models" / name, torch.device("cpu")) for name in ("bert", "teacher"))
+    served = load_served(data / "models" / "bert", torch.device("cpu"))
+    teacher = BertClassifier.load(data / "models" / "teacher", torch.device("cpu"))
     one, two = "A fine, warm film.", "A fine, warm film. I would see it again."
     assert served.predict_proba([one]) == pytest.approx(teacher.predict_proba([one]), abs=1e-4)
-    assert served.predict_proba([two]) == pytest.approx(served.own_proba([two]), abs=1e-4)
+    assert served.predict_proba([two]) == pytest.approx(served.own.predict_proba([two]), abs=1e-4)
 
 
 def test_recipe_auto_is_made_concrete_before_a_build_stores_it(tmp_path):

@@ -11,10 +11,12 @@ from app.settings import Settings
 from app.web.analysis import analyzer_of
 from app.web.whatif import log_odds, text_without
 from model.bert import BertClassifier
+from model.calibration import Calibration
 from model.config import MINILM, PER_SENTENCE, PER_TEXT, BertConfig, NbsvmConfig
 from model.devices import resolve_device
 from model.nbsvm import NbsvmClassifier
 from model.sentences import Sentences, Span
+from model.served import OneSentenceRouter
 from tests.test_models import sample
 from tests.web_fixtures import web_database  # noqa: F401
 
@@ -39,10 +41,9 @@ def served_models(real_reviews, offset_per: str = PER_SENTENCE) -> dict:
     )
     with torch.no_grad():  # an untrained head reads every sentence near 0: give its scores some spread
         student.model.classifier.weight.mul_(40)
-    student.offset, student.offset_per, student.temperature = -0.4, offset_per, 0.7
-    student.one_sentence_reader = teacher
+    student.calibration = Calibration(temperature=0.7, offset=-0.4, offset_per=offset_per)
     nbsvm = NbsvmClassifier.train(*sample(real_reviews, "train", 100), NbsvmConfig(nbsvm_c=0.1, seed=0))
-    return {"nbsvm": nbsvm, "bert": student}
+    return {"nbsvm": nbsvm, "bert": OneSentenceRouter(student, teacher)}
 
 
 @pytest.fixture(scope="module", params=[PER_SENTENCE, PER_TEXT])

@@ -11,6 +11,7 @@ applied. One line per build and way: accuracy per set and band, ECE on evaluatio
 """
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,7 @@ def main() -> None:
         if pool is None:  # the unlabeled reviews are the same whatever the split settings
             pool = read_splits(Sources(imdb=args.imdb), SplitConfig.of(settings), build, unlabeled=True).unlabeled
         model = BertClassifier.load(settings.models_dir / BERT, resolve_device("cpu"))
-        model.offset_per = PER_SENTENCE  # so that raw_scores counts the sentences read
+        model.calibration = replace(model.calibration, offset_per=PER_SENTENCE)  # so that raw_scores counts the sentences read
         sets = {name: reviews(settings.database, split) for name, split in (("eval", EVAL), ("catalogue", CATALOGUE))}
         texts, labels, bands = length_set(*sets["eval"])
         sets.update(lengths=(texts, labels), sst2=short)

@@ -42,7 +42,6 @@ results are in docs/studies/student.md.
 """
 
 import argparse
-import copy
 import gzip
 import json
 import random
@@ -68,6 +67,7 @@ from model.lengths import BAND_NAMES, band_accuracies, length_set
 from model.metrics import classification_report, spread
 from model.names import CATALOGUE, IMDB, POSITIVE, TEACHER
 from model.sentences import sentence_runs, split_sentences
+from model.served import OneSentenceRouter
 from model.trained import model_dir
 
 # The CPU default as it was (two runs a review) and the levers tried against it; cuts4 won and is
@@ -212,11 +212,10 @@ def train_and_judge(study: dict, variant: dict, base_model: str | None, device) 
     prior = study["prior"]
     prior = [r[0] for r in study["unlabeled"][:prior]] if isinstance(prior, int) else prior
     set_prior_offset(model, prior, labels.count(POSITIVE) / len(labels))
-    result = {"seed": study["seed"], "texts": len(texts), "train_s": round(trained, 1), "offset": model.offset}
+    result = {"seed": study["seed"], "texts": len(texts), "train_s": round(trained, 1), "offset": model.calibration.offset}
     result.update(judge(study, model.predict_proba))
     if "teacher_reads" in study:  # the served model: the student with the teacher reading its texts of one sentence
-        model.one_sentence_reader = TeacherReads(study["teacher_reads"])
-        routed = judge(study, model.predict_proba)
+        routed = judge(study, OneSentenceRouter(model, TeacherReads(study["teacher_reads"])).predict_proba)
         result.update({f"routed_{key}": value for key, value in routed.items()})
     result["judge_s"] = round(time.perf_counter() - started - trained, 1)
     return result
@@ -237,7 +236,7 @@ def judge(study: dict, predict_proba) -> dict:
 
 class TeacherReads:
     """The build's teacher as a student's ``one_sentence_reader``, from its probabilities of "positive" that
-    ``teacher-reads`` stored: the student decides which texts it hands over (``BertClassifier.predict_proba``)."""
+    ``teacher-reads`` stored: the router decides which texts it hands over (``model.served.OneSentenceRouter``)."""
 
     def __init__(self, p_positive: dict[str, float]):
         self.p_positive = p_positive
@@ -256,8 +255,7 @@ def teacher_reads(path: Path, data_dir: Path, device_name: str, out: Path) -> No
     teacher = BertClassifier.load(model_dir(data_dir / "models", TEACHER), resolve_device(device_name))
     # the texts a served model hands its teacher, as the model decides (reads_alone, which asks nothing of its
     # own network): the teacher's network, given the teacher as its reader, stands in for the student
-    served = copy.copy(teacher)
-    served.one_sentence_reader = teacher
+    served = OneSentenceRouter(teacher, teacher)
     alone = [text for text in dict.fromkeys(judged) if served.reads_alone(text)]
     started = time.perf_counter()
     study["teacher_reads"] = dict(zip(alone, map(float, teacher.predict_proba(alone)[:, 1])))

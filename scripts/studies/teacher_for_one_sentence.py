@@ -2,8 +2,8 @@
 
 The distilled student stays 3-5 points under its teacher on SST-2 whatever its own settings
 (docs/studies/one-sentence-reader.md), so a distill build's served BERT hands its texts of one sentence to the teacher
-(one_sentence_reader teacher, ``model.bert.BertClassifier.predict_proba``). This judges, on a
-distill build, the served model with its own network reading everything (``own_proba``, the
+(one_sentence_reader teacher, ``model.served.OneSentenceRouter``). This judges, on a
+distill build, the served model with its own network reading everything (``own``, the
 build's student as one_sentence_reader student serves it) and with the teacher reading the
 texts of one sentence, on SST-2 dev and on the length table of the build's evaluation reviews; and
 times a one-sentence text through each, one call at a time, as the API serves it:
@@ -26,13 +26,14 @@ from model.data import read_sst2
 from model.lengths import BAND_NAMES, band_accuracies, length_set
 from model.metrics import classification_report
 from model.names import BERT, TEACHER
+from model.served import OneSentenceRouter
 
 TIMED_CALLS = 30
 
 
 def both_ways(served, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """P(positive) of the served model's own network, and of the served model (the teacher reading one sentence)."""
-    return served.own_proba(texts)[:, 1], served.predict_proba(texts)[:, 1]
+    return served.own.predict_proba(texts)[:, 1], served.predict_proba(texts)[:, 1]
 
 
 def seconds_per_call(predict_proba, text: str) -> float:
@@ -52,9 +53,8 @@ def main() -> None:
     parser.add_argument("--sst2", type=Path, required=True, help="SST-2's dev.tsv.")
     args = parser.parse_args()
     build = built_pipeline(args.data_dir, args.imdb)
-    served = load_trained_bert(build, BERT)
-    if served.one_sentence_reader is None:  # a build with one_sentence_reader student
-        served.one_sentence_reader = load_trained_bert(build, TEACHER)
+    # the teacher reads the texts of one sentence, whatever the build's one_sentence_reader
+    served = OneSentenceRouter(load_trained_bert(build, BERT), load_trained_bert(build, TEACHER))
 
     texts, labels = read_sst2(args.sst2)
     p_student, p_routed = both_ways(served, texts)
@@ -71,9 +71,9 @@ def main() -> None:
         print(f"Length table ({' / '.join(BAND_NAMES)} sentences), {name}: {accuracies}", flush=True)
 
     sentence = texts[0]
-    for name, predict_proba in (("student", served.own_proba), ("teacher", served.predict_proba)):
+    for name, predict_proba in (("student", served.own.predict_proba), ("teacher", served.predict_proba)):
         print(f"One sentence, one call, {name}: median {1000 * seconds_per_call(predict_proba, sentence):.1f} ms "
-              f"of {TIMED_CALLS} on {served.device}", flush=True)  # fmt: skip
+              f"of {TIMED_CALLS} on {served.own.device}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ on ``prior_texts``), as the learning curve's are."""
 __all__ = ["prior_texts", "set_prior_offset"]
 
 import logging
+from dataclasses import replace
 
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
@@ -145,8 +146,8 @@ def set_prior_offset(
 ) -> float:
     """Give ``model`` the offset, added to its log-odds once per sentence it reads (``PER_SENTENCE``), that
     makes its mean probability of "positive" over the ``unlabeled`` texts ``share`` (none: 0); returns it."""
-    model.offset, model.offset_per = 0.0, PER_SENTENCE
+    model.calibration = replace(model.calibration, offset=0.0, offset_per=PER_SENTENCE)
     if unlabeled:
         scores, units = model.raw_scores(unlabeled)
-        model.offset = fit_offset(scores, share, temperature, units)
-    return model.offset
+        model.calibration = replace(model.calibration, offset=fit_offset(scores, share, temperature, units))
+    return model.calibration.offset

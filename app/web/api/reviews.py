@@ -15,6 +15,7 @@ from app.web.deps import (
     analyze_while_connected,
     get_analyzer,
     get_engine,
+    get_items,
     get_session,
     get_settings,
     get_write_lock,
@@ -26,7 +27,7 @@ from app.web.limits import MAX_ID, check_identifier, check_write_allowed, off_th
 from app.web.queries.reviews import review_page
 from app.web.schemas import ReviewDetail, ReviewRequest, ReviewResult
 from app.web.store import catalogue_title_exists, store_user_review
-from app.web.view import View
+from app.web.view import Items, View
 
 router = APIRouter(prefix="/api", tags=["reviews"], responses=error_responses(422, 503))
 FULL_VIEW = View(analyze=True, accuracy=True, compare=True)
@@ -90,12 +91,16 @@ def judged(analysis: Analysis, label: str | None) -> Analysis:
 
 
 @router.get("/reviews/{review_id}", response_model=ReviewDetail, responses=error_responses(404))
-def get_review(review_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: Session = Depends(get_session)) -> dict:
+def get_review(
+    review_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    session: Session = Depends(get_session),
+    items: Items = Depends(get_items),
+) -> dict:
     """One catalogue review with both models and its explanations.
 
     Text, gold label (if any), each model's prediction, the sentences with their spans
     and per-model LIME weights, NB-SVM's word weights and the explanation records."""
-    page = review_page(session, review_id, FULL_VIEW)
+    page = review_page(session, review_id, FULL_VIEW, items.imdb)
     if page is None:
         raise AppError.one(404, "review_id", f"There is no review {review_id} in the catalogue.")
     return {"url": f"/reviews/{review_id}", **page}
