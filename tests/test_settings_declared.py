@@ -99,7 +99,7 @@ def test_a_model_folder_older_than_pooling_and_the_offset_loads_as_it_was_traine
     meta_file = tmp_path / "bert" / MODEL_META_FILE
     meta_file.write_text(json.dumps({k: v for k, v in read_meta(tmp_path / "bert").items() if k != "pooling"}))
     loaded = BertClassifier.load(tmp_path / "bert", cpu)
-    assert loaded.config.pooling == CLS and loaded.offset_per == PER_TEXT
+    assert loaded.config.pooling == CLS and loaded.calibration.offset_per == PER_TEXT
     texts = ["A warm, funny film.", "Dull from start to end."]
     assert loaded.predict_proba(texts) == pytest.approx(whole_text.predict_proba(texts), abs=1e-3)
 
