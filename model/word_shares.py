@@ -92,6 +92,8 @@ def word_shares(classifier: BertClassifier, text: str, spans: list[Span] | None 
     read = classifier.sentences_read(spans)
     if read is None:
         return None
+    if not read:  # a text without a sentence: nothing to split
+        return []
     factor = float(classifier.length_scale(np.array([len(read)], float))[0])
     # the offset per sentence is a change of each sentence's bias (``BertClassifier.raw_scores``); per text, it is the start's
     offset = classifier.offset if classifier.offset_per == PER_SENTENCE else 0.0
@@ -99,7 +101,7 @@ def word_shares(classifier: BertClassifier, text: str, spans: list[Span] | None 
     odds = classifier.logits([Sentences(()), *(Sentences((u.span.text,)) for u in units)])[:, 1] / classifier.temperature
     served = (odds[1:] - odds[0]) * factor
     shared = dict(zip(read, split_unit(classifier, units, served, text, steps)))
-    return [shared.get(i) or unread(text, span) for i, span in enumerate(spans)]
+    return [shared[i] if i in shared else unread(text, span) for i, span in enumerate(spans)]
 
 
 def unread(text: str, span: Span) -> SentenceWords:
@@ -113,43 +115,40 @@ def words_in(text: str, span: Span) -> list[tuple[int, int]]:
 
 
 def pieces(net: BertClassifier, span: Span) -> tuple[list[int], list[int]]:
-    """The token ids ``net`` reads of ``span`` (as ``Encoder.ids``) and each piece's first character in the text."""
-    encoded = net.tokenizer(span.text, add_special_tokens=False, return_offsets_mapping=True)
-    budget = net.encoder.max_length - len(net.encoder.prefix) - len(net.encoder.suffix)
-    ids = head_and_tail(encoded["input_ids"], budget)
-    starts = [span.start + s for s, _ in head_and_tail(encoded["offset_mapping"], budget)]
-    return net.encoder.prefix + ids + net.encoder.suffix, starts
+    """The token ids ``net`` reads of ``span`` (``Encoder.ids``) and the first character in the text of each piece between its special tokens."""
+    [ids] = net.encoder.ids([span.text])
+    offsets = net.tokenizer(span.text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    kept = len(ids) - len(net.encoder.prefix) - len(net.encoder.suffix)  # the pieces of a long sentence that are read
+    return ids, [span.start + start for start, _ in head_and_tail(offsets, kept)]
 
 
 def split_unit(net: BertClassifier, units: Sequence[Unit], served: np.ndarray, text: str, steps: int) -> list[SentenceWords]:
-    """Integrated gradients of ``net``'s score over the pieces of each unit, in one batch, summed
-    into words; ``served``: each unit's share as served."""
-    read = [pieces(net, unit.span) for unit in units]
-    prefix, pad = len(net.encoder.prefix), net.tokenizer.pad_token_id
-    batch = net.encoder.pad([ids for ids, _ in read], net.device)
-    inputs, mask = batch["input_ids"], batch["attention_mask"]
-    baseline = inputs.clone()
-    for row, (ids, starts) in enumerate(read):
-        baseline[row, prefix : prefix + len(starts)] = pad
+    """Integrated gradients of ``net``'s score over the pieces of each unit, summed into words;
+    ``served``: each unit's share as served. One unit at a time: its steps are the batch, unpadded
+    (a review's sentences padded to its longest cost about twice as much)."""
     model = net.model
-    base = getattr(model, model.base_model_prefix)
+    embeddings = getattr(model, model.base_model_prefix).get_input_embeddings()
 
-    def score(input_ids, attention_mask):
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits.float()
+    def score(input_ids):
+        logits = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).logits.float()
         return logits[:, 0] if net.reads_sentences else logits[:, 1] - logits[:, 0]
 
-    rows = max(1, net.max_tokens // inputs.shape[1])  # padded tokens per pass, as inference packs them
-    with torch.enable_grad():
-        attributions = LayerIntegratedGradients(score, base.get_input_embeddings()).attribute(
-            inputs, baseline, additional_forward_args=(mask,), n_steps=steps, internal_batch_size=rows
-        )
+    integrated = LayerIntegratedGradients(score, embeddings)
+    prefix = len(net.encoder.prefix)
+    shares = []
+    for unit, share in zip(units, served):
+        ids, starts = pieces(net, unit.span)
+        inputs = torch.tensor([ids], device=net.device)
+        baseline = inputs.clone()
+        baseline[0, prefix : prefix + len(starts)] = net.tokenizer.pad_token_id
+        rows = max(1, net.max_tokens // len(ids))  # tokens per pass, as inference packs them
+        with torch.enable_grad():
+            attributions = integrated.attribute(inputs, baseline, n_steps=steps, internal_batch_size=rows)
         with torch.no_grad():
-            empty = score(baseline, mask)
-    per_piece = attributions.sum(-1).detach().cpu().numpy()
-    return [
-        sentence_words(text, unit, starts, per_piece[row, prefix : prefix + len(starts)], float(empty[row]), float(served[row]))
-        for row, (unit, (_, starts)) in enumerate(zip(units, read))
-    ]
+            empty = float(score(baseline)[0])
+        per_piece = attributions[0, prefix : prefix + len(starts)].sum(-1).detach().cpu().numpy()
+        shares.append(sentence_words(text, unit, starts, per_piece, empty, float(share)))
+    return shares
 
 
 def sentence_words(text: str, unit: Unit, starts: list[int], attributions: np.ndarray, empty: float, served: float) -> SentenceWords:
