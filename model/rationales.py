@@ -186,7 +186,9 @@ def token_plausibility(reviews: Sequence[RationaleReview], scores: Sequence[Sequ
     return averaged(figures)
 
 
-def review_figures(review: RationaleReview, truth: list[bool], scores: Sequence[float], chosen: list[tuple[int, int]]) -> tuple:
+def review_figures(
+    review: RationaleReview, truth: list[bool], scores: Sequence[float], chosen: list[tuple[int, int]]
+) -> tuple:
     """One review's AUPRC of ``scores`` against ``truth`` (None when nothing is true), and the token F1,
     IOU precision and IOU recall of the ``chosen`` token spans."""
     chosen_tokens = {t for start, end in chosen for t in range(start, end)}
@@ -241,7 +243,10 @@ def baseline_scores(reviews: Sequence[RationaleReview], seed: int, level: str = 
     draws) and of the position baseline; with ``level`` WORD, of random tokens and of the first and
     last tokens, by ``token_plausibility``."""
     rng = random.Random(seed)
-    figures, units = (token_plausibility, lambda r: len(r.token_spans())) if level == WORD else (plausibility, lambda r: len(r.sentences))
+    if level == WORD:
+        figures, units = token_plausibility, lambda r: len(r.token_spans())
+    else:
+        figures, units = plausibility, lambda r: len(r.sentences)
     draws = [figures(reviews, [[rng.random() for _ in range(units(r))] for r in reviews]) for _ in range(RANDOM_DRAWS)]
     random_figures = {
         name: {"mean": float(np.mean([d[name] for d in draws])), "std": float(np.std([d[name] for d in draws]))}

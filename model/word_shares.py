@@ -77,7 +77,9 @@ class Unit:
     scale: float
 
 
-def word_shares(classifier: BertClassifier, text: str, spans: list[Span] | None = None, steps: int = STEPS) -> list[SentenceWords] | None:
+def word_shares(
+    classifier: BertClassifier, text: str, spans: list[Span] | None = None, steps: int = STEPS
+) -> list[SentenceWords] | None:
     """Each sentence's words of ``text`` (split as ``split_sentences``, or ``spans``) with their shares
     of the served BERT's log-odds; None for a model that does not read the text as a sum of its
     sentences (a whole-text model's text of several sentences), as the what-if has no shares there."""
@@ -115,7 +117,8 @@ def words_in(text: str, span: Span) -> list[tuple[int, int]]:
 
 
 def pieces(net: BertClassifier, span: Span) -> tuple[list[int], list[int]]:
-    """The token ids ``net`` reads of ``span`` (``Encoder.ids``) and the first character in the text of each piece between its special tokens."""
+    """The token ids ``net`` reads of ``span`` (``Encoder.ids``), and where in the text each piece
+    between its special tokens starts."""
     [ids] = net.encoder.ids([span.text])
     offsets = net.tokenizer(span.text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
     kept = len(ids) - len(net.encoder.prefix) - len(net.encoder.suffix)  # the pieces of a long sentence that are read
@@ -151,7 +154,9 @@ def split_unit(net: BertClassifier, units: Sequence[Unit], served: np.ndarray, t
     return shares
 
 
-def sentence_words(text: str, unit: Unit, starts: list[int], attributions: np.ndarray, empty: float, served: float) -> SentenceWords:
+def sentence_words(
+    text: str, unit: Unit, starts: list[int], attributions: np.ndarray, empty: float, served: float
+) -> SentenceWords:
     """A unit's pieces' attributions summed into its words, scaled as its score is served, with the
     frame (``empty``: the baseline's score) spread over the words read."""
     spans = words_in(text, unit.span)

@@ -23,6 +23,7 @@ from model.rationales import (
 from model.sentences import Span
 from tests.conftest import write_archive
 
+
 def test_reads_the_annotated_reviews_with_their_passages(tiny_eraser):
     reviews = read_rationales(tiny_eraser)
     assert [r.doc for r in reviews] == ["negR_800", "negR_900", "posR_800", "posR_900"]

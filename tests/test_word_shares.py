@@ -31,7 +31,9 @@ def served(real_reviews):
     """A sentence student fine-tuned two steps on 16 real reviews, calibrated as a build serves it,
     handing its texts of one sentence to a whole-text MiniLM teacher."""
     cpu = resolve_device("cpu")
-    config = BertConfig(base_model=MINILM, epochs=1, batch_size=8, max_length=64, seed=0, pooling="sentences", length_exponent=-0.5)
+    config = BertConfig(
+        base_model=MINILM, epochs=1, batch_size=8, max_length=64, seed=0, pooling="sentences", length_exponent=-0.5
+    )
     student = BertClassifier.train(*sample(real_reviews, "train", 8), config, cpu, progress=False)
     teacher = BertClassifier.pretrained(BertConfig(base_model=MINILM, max_length=64, pooling="cls", seed=2), cpu)
     with torch.no_grad():  # an untrained head reads every text near even odds: give its scores some spread
@@ -77,9 +79,10 @@ def test_a_word_of_several_pieces_gets_one_share(served):
 def test_the_teacher_splits_a_text_of_one_sentence_over_its_words(served):
     served.offset_per = PER_SENTENCE
     [sentence] = word_shares(served, ONE_LINE)
-    teacher_odds = logit(float(served.one_sentence_reader.predict_proba([ONE_LINE])[0, 1]))
+    p_positive = served.one_sentence_reader.predict_proba([ONE_LINE])[0, 1]
+    assert served.predict_proba([ONE_LINE])[0, 1] == pytest.approx(p_positive)  # the teacher reads it for the site
+    teacher_odds = logit(float(p_positive))
     assert sentence.contribution == pytest.approx(teacher_odds, abs=1e-4)
-    assert served.predict_proba([ONE_LINE])[0, 1] == pytest.approx(served.one_sentence_reader.predict_proba([ONE_LINE])[0, 1])
     assert [w.text for w in sentence.words] == ["A", "wonderful", ",", "moving", "film", "with", "brilliant", "acting", "."]
     assert sentence.residual < RESIDUAL
     assert not np.allclose([w.share for w in sentence.words], sentence.words[0].share)  # not an even split
@@ -90,4 +93,5 @@ def test_the_teacher_splits_a_text_of_one_sentence_over_its_words(served):
 
 def test_words_are_runs_of_letters_or_of_punctuation():
     text = "It's \u201cgreat\u201d -- really!!! 10/10, rock\u2019n\u2019roll"
-    assert WORD.findall(text) == ["It's", "\u201c", "great", "\u201d", "--", "really", "!!!", "10", "/", "10", ",", "rock\u2019n\u2019roll"]
+    words = ["It's", "\u201c", "great", "\u201d", "--", "really", "!!!", "10", "/", "10", ",", "rock\u2019n\u2019roll"]
+    assert WORD.findall(text) == words

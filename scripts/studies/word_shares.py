@@ -33,9 +33,14 @@ OFFSET, TEMPERATURE, LENGTH_EXPONENT = -0.4, 0.7, -0.5  # the sizes a CPU defaul
 
 def student_of(reviews, per_class: int, seed: int) -> BertClassifier:
     rng = random.Random(seed)
-    train = [r for label in ("positive", "negative") for r in rng.sample([r for r in reviews if r.split == "train" and r.label == label], per_class)]
-    config = BertConfig(base_model=MINILM, epochs=1, batch_size=8, max_length=256, seed=seed, pooling="sentences", length_exponent=LENGTH_EXPONENT)
-    student = BertClassifier.train([r.text for r in train], [r.label for r in train], config, resolve_device("cpu"), progress=False)
+    train = []
+    for label in ("positive", "negative"):
+        train += rng.sample([r for r in reviews if r.split == "train" and r.label == label], per_class)
+    config = BertConfig(
+        base_model=MINILM, epochs=1, batch_size=8, max_length=256, seed=seed, pooling="sentences", length_exponent=LENGTH_EXPONENT
+    )
+    texts, labels = [r.text for r in train], [r.label for r in train]
+    student = BertClassifier.train(texts, labels, config, resolve_device("cpu"), progress=False)
     student.offset, student.temperature = OFFSET, TEMPERATURE
     return student
 
@@ -56,7 +61,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=30, help="at least this many sentences, from whole test reviews")
     parser.add_argument("--per-class", type=int, default=8, help="training reviews per label")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--bfloat16", action="store_true", help="integrated gradients under bfloat16 autocast, as the model is served")
+    parser.add_argument("--bfloat16", action="store_true", help="integrated gradients in bfloat16 (autocast), as served")
     args = parser.parse_args()
     reviews = read_archive(args.imdb)
     started = time.perf_counter()
