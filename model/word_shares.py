@@ -14,7 +14,7 @@ Here b is the sentence with each word piece's embedding replaced by the [PAD] to
 [SEP] kept (same length, same positions, every token attended): what the network makes of a
 sentence with no words. Its served value, the **frame** (F(b) + c) / T × n ** e, belongs to no word;
 it is spread equally over the sentence's words, so that the words add up to the sentence's share.
-The frame is reported beside them (each word's share holds frame / words of it).
+The frame is reported beside them: each word read holds an equal part of it.
 
 **Words.** Word pieces are summed into the words a reader sees: runs of letters and digits (with
 inner apostrophes, "don't") and runs of punctuation, each with its character span in the text. A
@@ -24,7 +24,9 @@ piece goes to the word its first character is in. Pieces cut from the middle of 
 **The residual.** |Σ word shares − the sentence's share|, the share computed as the what-if does (the
 served network, in its own number format); what remains of integrated gradients' approximation and of
 the served arithmetic (bfloat16 on CPUs that have it). The number of steps is the study's
-(docs/studies/word-shares.md).
+(docs/studies/word-shares.md); the gradients are taken in float32, where bfloat16 saved little
+and doubled the worst residual. Captum hooks the embedding layer while it works: a network must
+not serve other calls meanwhile.
 """
 
 __all__ = ["SentenceWords", "Word", "word_shares"]
