@@ -7,7 +7,9 @@ sentences of a few real test reviews are split over their words (``model.word_sh
 number of steps. Per number of steps: the residual |Σ word shares − the sentence's share| (median
 and worst, and against the sentence's |share|), the part of it that is the served bfloat16
 arithmetic (the share as served against the same network in float32), and the seconds per sentence
-(wall and CPU of this process); with --bfloat16, the integrated gradients in bfloat16 too.
+(wall and CPU of this process); with --bfloat16, the integrated gradients in bfloat16 too. With
+--teacher-texts N, the seconds a text of one sentence costs when the default teacher (MPNet, its
+head untrained: the cost does not depend on it) reads it: the first sentences of N test reviews.
 
     PYTHONPATH=$PWD python scripts/studies/word_shares.py --imdb ../shared/data/aclImdb_v1.tar.gz
 """
@@ -21,14 +23,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from model import checkpoints
 from model.bert import BertClassifier
-from model.config import MINILM, BertConfig
+from model.config import MINILM, MPNET, BertConfig
 from model.data import read_archive
 from model.devices import cpu_name, resolve_device
 from model.sentences import split_sentences
 from model.word_shares import word_shares
 
-OFFSET, TEMPERATURE, LENGTH_EXPONENT = -0.4, 0.7, -0.5  # the sizes a CPU default build fits (docs/studies/)
+OFFSET, TEMPERATURE = -0.4, 0.7  # a fixed calibration, as tests/test_whatif.py serves its student
+LENGTH_EXPONENT = -0.5  # the CPU default's
 
 
 def student_of(reviews, per_class: int, seed: int) -> BertClassifier:
@@ -61,6 +65,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=30, help="at least this many sentences, from whole test reviews")
     parser.add_argument("--per-class", type=int, default=8, help="training reviews per label")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--teacher-texts", type=int, default=0, help="time the MPNet teacher on this many one-sentence texts")
+    parser.add_argument("--checkpoints-dir", type=Path, default=Path("data/checkpoints"), help="where MPNet is put together (a build's own)")
     parser.add_argument("--bfloat16", action="store_true", help="integrated gradients in bfloat16 (autocast), as served")
     args = parser.parse_args()
     reviews = read_archive(args.imdb)
@@ -90,6 +96,21 @@ def main() -> None:
             "served_noise_worst": float(noise.max()), "frame_median": float(np.median([abs(s.frame) for s in sentences])),
             "wall_s_per_sentence": wall / len(sentences), "cpu_s_per_sentence": cpu / len(sentences),
         }))  # fmt: skip
+    if args.teacher_texts:
+        firsts = [split_sentences(text)[0].text for text in pool[: args.teacher_texts]]
+        teacher_seconds(student, firsts, args.steps[-1], args.checkpoints_dir)
+
+
+def teacher_seconds(student: BertClassifier, texts: list[str], steps: int, checkpoints_dir: Path) -> None:
+    location = checkpoints.resolve(MPNET, checkpoints_dir).location
+    reader = BertClassifier.pretrained(BertConfig(base_model=location, pooling="cls", seed=0), resolve_device("cpu"))
+    student.one_sentence_reader = reader
+    wall, cpu_s = time.perf_counter(), time.process_time()
+    for text in texts:
+        word_shares(student, text, steps=steps)
+    wall, cpu_s = time.perf_counter() - wall, time.process_time() - cpu_s
+    print(json.dumps({"teacher": MPNET, "steps": steps, "texts": len(texts), "wall_s_per_text": wall / len(texts),
+                      "cpu_s_per_text": cpu_s / len(texts)}))  # fmt: skip
 
 
 if __name__ == "__main__":
