@@ -21,14 +21,14 @@ REVIEW = (
     "The middle hour drags badly. Don't miss the Tarantinoesque finale!"
 )
 ONE_LINE = "A wonderful, moving film with brilliant acting."
-# |Σ word shares − the sentence's share| at the default steps: integrated gradients' error (under 1e-2
-# at 32 steps in float32) plus the served bfloat16 arithmetic's (docs/studies/word-shares.md)
+# |Σ word shares − the sentence's share| at the default 32 steps: worst 0.0011 over the study's 37 real
+# sentences, at the served bfloat16 arithmetic's own floor (docs/studies/word-shares.md); 0.01 leaves room
 RESIDUAL = 0.01
 
 
 @pytest.fixture(scope="module")
 def served(real_reviews):
-    """A sentence student fine-tuned two steps on 16 real reviews, calibrated as a build serves it,
+    """A sentence student fine-tuned two steps on 16 real reviews, with an offset (per sentence or text) and a temperature,
     handing its texts of one sentence to a whole-text MiniLM teacher."""
     cpu = resolve_device("cpu")
     config = BertConfig(
