@@ -17,10 +17,14 @@ Plausibility is scored by ERASER's own definitions (its ``rationale_benchmark/me
   span is at least 0.5; per review, precision = matches / sentences chosen and recall = matches /
   annotated spans, each averaged over reviews, then their F1 (ERASER's "macro" partial match);
 
-with k the number of sentences the annotators marked. ``baseline_scores`` gives the same figures'
-random and position (first and last sentences) baselines.
+with k the number of sentences the annotators marked. ``token_plausibility`` scores a score per token
+(words' shares, ``token_scores``) the same way at the token level: token AUPRC against the annotated
+tokens, and token F1 and IOU F1 of the top k tokens, k the number of tokens the annotators marked,
+each run of chosen tokens a predicted span. ``baseline_scores`` gives the same figures' random and
+position (first and last sentences, or tokens) baselines.
 """
 
+import bisect
 import json
 import random
 import re
@@ -32,7 +36,7 @@ import numpy as np
 from sklearn.metrics import auc, precision_recall_curve
 
 from model.data import DataError, archive_files
-from model.names import ERASER, NEGATIVE, POSITIVE
+from model.names import ERASER, NEGATIVE, POSITIVE, SENTENCE, WORD
 from model.sentences import Span
 
 SPLITS = ("val", "test")  # never the train split: nothing here is trained on, and these are ERASER's held-out sets
@@ -66,6 +70,10 @@ class RationaleReview:
                 token += 1
             bounds.append((first, token))
         return bounds
+
+    def annotated_tokens(self) -> set[int]:
+        """The indices of the tokens in an annotated passage."""
+        return {t for start, end in self.evidence for t in range(start, end)}
 
     def evidence_sentences(self) -> list[bool]:
         """Whether each sentence is evidence: an annotated span overlaps it."""
@@ -153,18 +161,50 @@ def f1(precision: float, recall: float) -> float:
 def plausibility(reviews: Sequence[RationaleReview], scores: Sequence[Sequence[float]]) -> dict:
     """ERASER's sentence AUPRC, token F1 and IOU F1 of sentence ``scores`` (one list per review,
     higher = more a reason for the review's reading), averaged over ``reviews``."""
-    aucs, f1s, precisions, recalls = [], [], [], []
+    figures = []
     for review, review_scores in zip(reviews, scores):
         truth = review.evidence_sentences()
         bounds = review.sentence_tokens()
         chosen = [bounds[i] for i in top_k(review_scores, max(1, sum(truth)))]
-        if any(truth):
-            aucs.append(auprc(truth, review_scores))
-        annotated = {t for start, end in review.evidence for t in range(start, end)}
-        f1s.append(token_f1(annotated, {t for start, end in chosen for t in range(start, end)}))
-        matched = iou_matches(review.evidence, chosen)
-        precisions.append(matched / len(chosen))
-        recalls.append(matched / len(review.evidence) if review.evidence else 0.0)
+        figures.append(review_figures(review, truth, review_scores, chosen))
+    return averaged(figures)
+
+
+def token_plausibility(reviews: Sequence[RationaleReview], scores: Sequence[Sequence[float]]) -> dict:
+    """ERASER's token-level figures of per-token ``scores`` (one list per review, a score per
+    whitespace token of its text, higher = more a reason), averaged over ``reviews``: token AUPRC
+    against the annotated tokens; token F1 and IOU F1 of the top k tokens, k the annotated tokens'
+    count, each run of chosen tokens a predicted span."""
+    figures = []
+    for review, review_scores in zip(reviews, scores):
+        tokens = len(review.token_spans())
+        if len(review_scores) != tokens:
+            raise ValueError(f"{review.doc}: {len(review_scores)} token scores for its {tokens} tokens")
+        annotated = review.annotated_tokens()
+        chosen = runs(top_k(review_scores, max(1, len(annotated))))
+        figures.append(review_figures(review, [t in annotated for t in range(tokens)], review_scores, chosen))
+    return averaged(figures)
+
+
+def review_figures(
+    review: RationaleReview, truth: list[bool], scores: Sequence[float], chosen: list[tuple[int, int]]
+) -> tuple:
+    """One review's AUPRC of ``scores`` against ``truth`` (None when nothing is true), and the token F1,
+    IOU precision and IOU recall of the ``chosen`` token spans."""
+    chosen_tokens = {t for start, end in chosen for t in range(start, end)}
+    matched = iou_matches(review.evidence, chosen)
+    return (
+        auprc(truth, scores) if any(truth) else None,
+        token_f1(review.annotated_tokens(), chosen_tokens),
+        matched / len(chosen),
+        matched / len(review.evidence) if review.evidence else 0.0,
+    )
+
+
+def averaged(figures: list[tuple]) -> dict:
+    """ERASER's macro averages of ``review_figures``: IOU F1 is the F1 of the mean precision and recall."""
+    aucs = [figure[0] for figure in figures if figure[0] is not None]
+    f1s, precisions, recalls = zip(*(figure[1:] for figure in figures))
     return {
         "auprc": float(np.mean(aucs)) if aucs else None,
         "token_f1": float(np.mean(f1s)),
@@ -172,21 +212,47 @@ def plausibility(reviews: Sequence[RationaleReview], scores: Sequence[Sequence[f
     }
 
 
+def runs(tokens: list[int]) -> list[tuple[int, int]]:
+    """Sorted token indices as their runs of consecutive ones, [start, end)."""
+    spans: list[tuple[int, int]] = []
+    for token in tokens:
+        if spans and spans[-1][1] == token:
+            spans[-1] = (spans[-1][0], token + 1)
+        else:
+            spans.append((token, token + 1))
+    return spans
+
+
+def token_scores(review: RationaleReview, words: Sequence[tuple[int, int, float]]) -> list[float]:
+    """Per whitespace token of ``review.text``, the sum of the scores of the ``words`` (character
+    start, end, score) that start in it: words split finer than ERASER's tokens add up to them."""
+    starts = [start for start, _ in review.token_spans()]
+    scores = [0.0] * len(starts)
+    for start, _, score in words:
+        scores[bisect.bisect_right(starts, start) - 1] += score
+    return scores
+
+
 def position_scores(count: int) -> list[float]:
-    """The position baseline's scores: the first and last sentences highest, then inwards."""
+    """The position baseline's scores: the first and last sentences (or tokens) highest, then inwards."""
     return [-float(min(i, count - 1 - i)) for i in range(count)]
 
 
-def baseline_scores(reviews: Sequence[RationaleReview], seed: int) -> dict:
+def baseline_scores(reviews: Sequence[RationaleReview], seed: int, level: str = SENTENCE) -> dict:
     """The plausibility of random sentences (mean and standard deviation over ``RANDOM_DRAWS``
-    draws) and of the position baseline."""
+    draws) and of the position baseline; with ``level`` WORD, of random tokens and of the first and
+    last tokens, by ``token_plausibility``."""
     rng = random.Random(seed)
-    draws = [plausibility(reviews, [[rng.random() for _ in r.sentences] for r in reviews]) for _ in range(RANDOM_DRAWS)]
+    if level == WORD:
+        figures, units = token_plausibility, lambda r: len(r.token_spans())
+    else:
+        figures, units = plausibility, lambda r: len(r.sentences)
+    draws = [figures(reviews, [[rng.random() for _ in range(units(r))] for r in reviews]) for _ in range(RANDOM_DRAWS)]
     random_figures = {
         name: {"mean": float(np.mean([d[name] for d in draws])), "std": float(np.std([d[name] for d in draws]))}
         for name in draws[0]
     }
     return {
         "random": random_figures,
-        "position": plausibility(reviews, [position_scores(len(r.sentences)) for r in reviews]),
+        "position": figures(reviews, [position_scores(units(r)) for r in reviews]),
     }

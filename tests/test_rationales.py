@@ -6,6 +6,7 @@ import itertools
 import pytest
 
 from model.data import DataError
+from model.names import WORD
 from model.rationales import (
     RationaleReview,
     auprc,
@@ -13,11 +14,15 @@ from model.rationales import (
     iou_matches,
     plausibility,
     read_rationales,
+    runs,
     token_f1,
+    token_plausibility,
+    token_scores,
     top_k,
 )
 from model.sentences import Span
 from tests.conftest import write_archive
+
 
 def test_reads_the_annotated_reviews_with_their_passages(tiny_eraser):
     reviews = read_rationales(tiny_eraser)
@@ -94,3 +99,36 @@ def test_the_baselines_on_the_real_reviews(tiny_eraser):
         assert 0 <= figures["random"][name]["mean"] <= 1 and figures["random"][name]["std"] >= 0
         assert 0 <= figures["position"][name] <= 1
     assert baseline_scores(reviews, seed=42) == figures  # seeded
+
+
+def test_token_plausibility_of_a_hand_made_review():
+    review = hand_made()  # annotated tokens 2, 3 and 6 of 8: k = 3
+    assert review.annotated_tokens() == {2, 3, 6}
+    best = token_plausibility([review], [[0, 0, 0.9, 0.8, 0, 0, 0.7, 0]])
+    assert best == {"auprc": pytest.approx(1.0), "token_f1": pytest.approx(1.0), "iou_f1": pytest.approx(1.0)}
+    # tokens 3, 4 and 6 chosen: runs (3, 5) and (6, 7); 2 of 3 annotated (F1 2/3); (3, 5) against (2, 4) has
+    # IOU 1/3, no match, (6, 7) matches: precision 1/2, recall 1/2. AUPRC by the trapezoids between the
+    # (recall, precision) points (1, 3/8), (2/3, 2/3), (1/3, 1/2), (1/3, 1), (0, 1): 25/144 + 28/144 + 0 + 48/144
+    shifted = token_plausibility([review], [[0, 0, 0, 0.9, 0.8, 0, 0.7, 0]])
+    assert shifted["token_f1"] == pytest.approx(2 / 3)
+    assert shifted["iou_f1"] == pytest.approx(0.5)
+    assert shifted["auprc"] == pytest.approx(101 / 144)
+    with pytest.raises(ValueError, match="posR_000: 7 token scores for its 8 tokens"):
+        token_plausibility([review], [[0.0] * 7])
+
+
+def test_runs_and_words_into_tokens():
+    assert runs([1, 2, 3, 6, 8, 9]) == [(1, 4), (6, 7), (8, 10)] and runs([]) == []
+    review = RationaleReview("negR_000", "negative", "a well-made movie", [Span(0, 17, "a well-made movie")], [(1, 2)])
+    words = [(0, 1, 0.0), (2, 6, 0.5), (6, 7, 0.125), (7, 11, 0.25), (12, 17, -1.0)]  # a, well, -, made, movie
+    assert token_scores(review, words) == [0.0, 0.875, -1.0]
+
+
+def test_the_token_baselines_on_the_real_reviews(tiny_eraser):
+    reviews = read_rationales(tiny_eraser)
+    figures = baseline_scores(reviews, seed=42, level=WORD)
+    for name in ("auprc", "token_f1", "iou_f1"):
+        assert 0 <= figures["random"][name]["mean"] <= 1 and 0 <= figures["position"][name] <= 1
+    # random tokens hit the annotated ones about as often as they make up the text
+    share = sum(len(r.annotated_tokens()) for r in reviews) / sum(len(r.token_spans()) for r in reviews)
+    assert figures["random"]["token_f1"]["mean"] == pytest.approx(share, abs=0.05)
