@@ -31,7 +31,8 @@ class Calibration:
     def of_facts(cls, facts: dict) -> "Calibration":
         """The calibration a model's facts file holds (none fitted: the identity; of a model older than
         ``offset_per``, the value it had then)."""
-        return cls(facts.get(TEMPERATURE, 1.0), facts.get(OFFSET, 0.0), facts.get(OFFSET_PER, CalibrationConfig.predating_values()[OFFSET_PER]))
+        offset_per = facts.get(OFFSET_PER, CalibrationConfig.predating_values()[OFFSET_PER])
+        return cls(facts.get(TEMPERATURE, 1.0), facts.get(OFFSET, 0.0), offset_per)
 
     def offset_units(self, per_sentence: np.ndarray) -> np.ndarray:
         """How many times the offset is added to each text, given how many an offset per sentence would be."""

@@ -44,7 +44,9 @@ from model.bert import BertClassifier
 from model.config import PER_SENTENCE
 from model.encoding import head_and_tail
 from model.names import TEACHER
-from model.sentences import Sentences, Span, split_sentences
+from model.number_format import Int8Linears
+from model.sentences import Span, split_sentences
+from model.served import OneSentenceRouter
 
 # Gauss-Legendre steps of integrated gradients: the study's choice by the residual (docs/studies/word-shares.md)
 STEPS = 32
@@ -80,32 +82,52 @@ class Unit:
 
 
 def word_shares(
-    classifier: BertClassifier, text: str, spans: list[Span] | None = None, steps: int = STEPS
+    served: BertClassifier | OneSentenceRouter, text: str, spans: list[Span] | None = None, steps: int = STEPS
 ) -> list[SentenceWords] | None:
     """Each sentence's words of ``text`` (split as ``split_sentences``, or ``spans``) with their shares
-    of the served BERT's log-odds; None for a model that does not read the text as a sum of its
-    sentences (a whole-text model's text of several sentences), as the what-if has no shares there."""
-    if classifier.int8:
-        raise ValueError("word shares need gradients, which int8 linear layers have not: load BERT without cpu_int8.")
+    of the ``served`` BERT's log-odds (``model.served.load_served``'s); None for a model that does not
+    read the text as a sum of its sentences (a whole-text model's text of several sentences), as the
+    what-if has no shares there."""
     spans = split_sentences(text) if spans is None else spans
-    if classifier.read_by(spans) == TEACHER:
-        reader = classifier.one_sentence_reader
-        unit = Unit(Span(0, len(text), text), reader.offset, 1 / reader.temperature)
-        served = np.diff(reader.logits([text]), axis=1)[:, 0] / reader.temperature
-        return [split_unit(reader, [unit], served, text, steps)[0]]
-    read = classifier.sentences_read(spans)
+    if isinstance(served, OneSentenceRouter):
+        if served.read_by(spans) == TEACHER:
+            return [teacher_words(served.one_sentence_reader, text, steps)]
+        served = served.own
+    return student_words(served, text, spans, steps)
+
+
+def teacher_words(reader: BertClassifier, text: str, steps: int) -> SentenceWords:
+    """A text of one sentence read whole by the one-sentence reader: its calibrated log-odds split over its words."""
+    calibration = gradients_of(reader).calibration
+    unit = Unit(Span(0, len(text), text), calibration.offset, 1 / calibration.temperature)
+    log_odds = np.diff(reader.logits([text]), axis=1)[:, 0] / calibration.temperature
+    return split_unit(reader, [unit], log_odds, text, steps)[0]
+
+
+def student_words(net: BertClassifier, text: str, spans: list[Span], steps: int) -> list[SentenceWords] | None:
+    """The sentences of ``text`` that the sentence model ``net`` reads, each share split over its words."""
+    read = gradients_of(net).sentences_read(spans)
     if read is None:
         return None
     if not read:  # a text without a sentence: nothing to split
         return []
-    factor = float(classifier.length_scale(np.array([len(read)], float))[0])
+    factor = float(net.length_scale(np.array([len(read)], float))[0])
+    calibration = net.calibration
     # the offset per sentence is a change of each sentence's bias (``BertClassifier.raw_scores``); per text, it is the start's
-    offset = classifier.offset if classifier.offset_per == PER_SENTENCE else 0.0
-    units = [Unit(spans[i], offset, factor / classifier.temperature) for i in read]
-    odds = classifier.logits([Sentences(()), *(Sentences((u.span.text,)) for u in units)])[:, 1] / classifier.temperature
-    served = (odds[1:] - odds[0]) * factor
-    shared = dict(zip(read, split_unit(classifier, units, served, text, steps)))
+    offset = calibration.offset if calibration.offset_per == PER_SENTENCE else 0.0
+    units = [Unit(spans[i], offset, factor / calibration.temperature) for i in read]
+    scores, added = net.scores_of(*net.units_read([[], *([u.span.text] for u in units)]), None)
+    odds = calibration.logits(scores, added)[:, 1] / calibration.temperature
+    shares = (odds[1:] - odds[0]) * factor
+    shared = dict(zip(read, split_unit(net, units, shares, text, steps)))
     return [shared[i] if i in shared else unread(text, span) for i, span in enumerate(spans)]
+
+
+def gradients_of(net: BertClassifier) -> BertClassifier:
+    """``net``, which integrated gradients can differentiate: not int8 (``model.number_format.Int8Linears``)."""
+    if isinstance(net.number_format, Int8Linears):
+        raise ValueError("word shares need gradients, which int8 linear layers have not: load BERT without cpu_int8.")
+    return net
 
 
 def unread(text: str, span: Span) -> SentenceWords:

@@ -3,6 +3,7 @@ words by integrated gradients, on a real MiniLM (its sentence student trained a 
 reviews, its whole-text teacher from the package)."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,9 +11,11 @@ import torch
 
 from app.web.whatif import log_odds, logit
 from model.bert import BertClassifier
+from model.calibration import Calibration
 from model.config import MINILM, PER_SENTENCE, PER_TEXT, BertConfig
 from model.devices import resolve_device
-from model.sentences import Sentences, split_sentences
+from model.sentences import split_sentences
+from model.served import OneSentenceRouter
 from model.word_shares import WORD, word_shares
 from tests.test_models import sample
 
@@ -38,19 +41,25 @@ def served(real_reviews):
     teacher = BertClassifier.pretrained(BertConfig(base_model=MINILM, max_length=64, pooling="cls", seed=2), cpu)
     with torch.no_grad():  # an untrained head reads every text near even odds: give its scores some spread
         teacher.model.classifier.weight.mul_(20)
-    teacher.offset, teacher.temperature = 0.3, 1.3
-    student.offset, student.temperature, student.one_sentence_reader = -0.4, 0.7, teacher
-    return student
+    teacher.calibration = Calibration(temperature=1.3, offset=0.3, offset_per=PER_TEXT)
+    student.calibration = Calibration(temperature=0.7, offset=-0.4)
+    return OneSentenceRouter(student, teacher)
+
+
+def calibrated_per(served: OneSentenceRouter, offset_per: str) -> OneSentenceRouter:
+    """``served`` with its student's offset added per ``offset_per``."""
+    served.own.calibration = replace(served.own.calibration, offset_per=offset_per)
+    return served
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("offset_per", [PER_SENTENCE, PER_TEXT])
 def test_each_sentences_word_shares_add_up_to_its_share_of_the_served_log_odds(served, offset_per):
-    served.offset_per = offset_per
+    calibrated_per(served, offset_per)
     spans = split_sentences(REVIEW)
     sentences = word_shares(served, REVIEW)
     # the sentences' shares as the what-if computes them: each sentence alone, less the empty text, times the length factor
-    odds = log_odds(served.predict_proba([Sentences(()), *(Sentences((s.text,)) for s in spans)]))
+    odds = log_odds(served.proba_of_sentences([[], *([s.text] for s in spans)]))
     factor = len(spans) ** -0.5
     assert [s.contribution for s in sentences] == pytest.approx((odds[1:] - odds[0]) * factor, abs=1e-4)
     for sentence in sentences:
@@ -68,7 +77,7 @@ def test_each_sentences_word_shares_add_up_to_its_share_of_the_served_log_odds(s
 @pytest.mark.slow
 def test_a_word_of_several_pieces_gets_one_share(served):
     sentence = "Don't miss the Tarantinoesque finale!"
-    pieces = served.tokenizer.tokenize(sentence)
+    pieces = served.own.tokenizer.tokenize(sentence)
     assert len(pieces) > len(sentence.split()) + 2  # "don ' t", "tara ##nti ##no ##es ##que", "!"
     [*_, last] = word_shares(served, f"A first sentence. {sentence}")
     assert [w.text for w in last.words] == ["Don't", "miss", "the", "Tarantinoesque", "finale", "!"]
@@ -77,7 +86,7 @@ def test_a_word_of_several_pieces_gets_one_share(served):
 
 @pytest.mark.slow
 def test_the_teacher_splits_a_text_of_one_sentence_over_its_words(served):
-    served.offset_per = PER_SENTENCE
+    calibrated_per(served, PER_SENTENCE)
     [sentence] = word_shares(served, ONE_LINE)
     p_positive = served.one_sentence_reader.predict_proba([ONE_LINE])[0, 1]
     assert served.predict_proba([ONE_LINE])[0, 1] == pytest.approx(p_positive)  # the teacher reads it for the site

@@ -25,10 +25,12 @@ import torch
 
 from model import checkpoints
 from model.bert import BertClassifier
+from model.calibration import Calibration
 from model.config import MINILM, MPNET, BertConfig
 from model.data import read_archive
 from model.devices import cpu_name, resolve_device
 from model.sentences import split_sentences
+from model.served import OneSentenceRouter
 from model.word_shares import word_shares
 
 OFFSET, TEMPERATURE = -0.4, 0.7  # a fixed calibration, as tests/test_whatif.py serves its student
@@ -45,7 +47,7 @@ def student_of(reviews, per_class: int, seed: int) -> BertClassifier:
     )
     texts, labels = [r.text for r in train], [r.label for r in train]
     student = BertClassifier.train(texts, labels, config, resolve_device("cpu"), progress=False)
-    student.offset, student.temperature = OFFSET, TEMPERATURE
+    student.calibration = Calibration(temperature=TEMPERATURE, offset=OFFSET)
     return student
 
 
@@ -55,7 +57,7 @@ def float32_shares(student: BertClassifier, text: str) -> np.ndarray:
     with torch.no_grad():
         scores = student.model(**student.encoder.pad(student.encoder.ids([s.text for s in spans]), student.device)).logits[:, 0]
     factor = len(spans) ** LENGTH_EXPONENT
-    return (scores.numpy() + student.offset) * factor / student.temperature
+    return (scores.numpy() + OFFSET) * factor / TEMPERATURE
 
 
 def main() -> None:
@@ -104,10 +106,10 @@ def main() -> None:
 def teacher_seconds(student: BertClassifier, texts: list[str], steps: int, checkpoints_dir: Path) -> None:
     location = checkpoints.resolve(MPNET, checkpoints_dir).location
     reader = BertClassifier.pretrained(BertConfig(base_model=location, pooling="cls", seed=0), resolve_device("cpu"))
-    student.one_sentence_reader = reader
+    served = OneSentenceRouter(student, reader)
     wall, cpu_s = time.perf_counter(), time.process_time()
     for text in texts:
-        word_shares(student, text, steps=steps)
+        word_shares(served, text, steps=steps)
     wall, cpu_s = time.perf_counter() - wall, time.process_time() - cpu_s
     print(json.dumps({"teacher": MPNET, "steps": steps, "texts": len(texts), "wall_s_per_text": wall / len(texts),
                       "cpu_s_per_text": cpu_s / len(texts)}))  # fmt: skip
