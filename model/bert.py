@@ -177,7 +177,7 @@ class BertClassifier:
         self.calibration = calibration or Calibration()
         self.number_format = number_format or MixedPrecision(device)
         self.reading = reading_of(config)  # the text whole, or its sentences summed
-        # A sentence model also takes a text given as its ``Sentences`` (``proba_of_sentences``).
+        # A sentence model also reads a text given as its sentences (``proba_of_sentences``).
         self.reads_sentences = self.reading.reads_sentences
 
     @classmethod

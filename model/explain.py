@@ -31,9 +31,10 @@ from scipy.stats import spearmanr
 from model.config import LimeConfig
 from model.names import LABELS, POSITIVE
 from model.quality import LOG_ODDS, Quality, ReviewExplanation, assessment, finite, finite_or_none
-from model.sentences import Sentences, Span
+from model.sentences import Span
 
 ProbaFn = Callable[[list[str]], np.ndarray]
+SentencesProbaFn = Callable[[list[list[str]]], np.ndarray]  # a sentence model's ``proba_of_sentences``
 # With few samples LIME's ridge regression is often ill-conditioned; its fit is still usable.
 warnings.filterwarnings("ignore", category=LinAlgWarning, module="sklearn.linear_model._ridge")
 TARGET = LABELS.index(POSITIVE)  # weights are signed toward "positive"
@@ -123,15 +124,35 @@ class Perturbations:
         sentence_at = {int(position): i for i, position in enumerate(self.indexed.positions)}
         self.pieces = [(piece, sentence_at.get(at)) for at, piece in enumerate(self.indexed.as_list)]
 
-    def scorer(self, predict_proba: ProbaFn) -> ProbaFn:
-        """``predict_proba`` of what the model reads of each of LIME's texts."""
-        return lambda texts: predict_proba([self.model_input(t) for t in texts])
+    def scorer(self, predict_proba: ProbaFn, proba_of_sentences: SentencesProbaFn | None = None) -> ProbaFn:
+        """The scores of what the model reads of each of LIME's texts: ``predict_proba`` of those read as
+        texts, and ``proba_of_sentences`` (a model that ``reads_sentences``) of the sentences the others
+        keep, one call of each kind."""
 
-    def model_input(self, perturbed: str) -> str | Sentences:
-        # The text itself goes as it is, read as for its prediction (by a BERT whose
-        # one_sentence_reader reads it when it is one sentence: model.bert.BertClassifier.predict_proba).
+        def scores(texts: list[str]) -> np.ndarray:
+            kept = [self.sentences_kept(t) for t in texts]
+            whole = [i for i, sentences in enumerate(kept) if sentences is None]
+            if len(whole) == len(texts):
+                return predict_proba([self.as_text(t) for t in texts])
+            p = np.empty((len(texts), len(LABELS)))
+            given = [i for i, sentences in enumerate(kept) if sentences is not None]
+            p[given] = proba_of_sentences([kept[i] for i in given])
+            if whole:
+                p[whole] = predict_proba([self.as_text(texts[i]) for i in whole])
+            return p
+
+        return scores
+
+    def sentences_kept(self, perturbed: str) -> list[str] | None:
+        """What a model that reads sentences is handed of one of LIME's texts: the sentences it keeps; None for
+        a text it reads as a text. The text itself is read as for its prediction (by a BERT that hands a text of
+        one sentence to its one-sentence reader, by that reader: ``model.served.OneSentenceRouter``)."""
         if self.reads_sentences and perturbed != self.indexed.raw:
-            return Sentences(self.kept(perturbed))
+            return self.kept(perturbed)
+        return None
+
+    def as_text(self, perturbed: str) -> str:
+        """One of LIME's texts as a model reads it whole: the removed sentences' marks dropped."""
         return perturbed.replace(REMOVED, "") if self.mask else perturbed
 
     def kept(self, perturbed: str) -> list[str]:
@@ -176,14 +197,15 @@ def lime_sentences(
 
 
 def explain_sentences(
-    text: str, sentences: Sequence[Span], predict_proba: ProbaFn, config: LimeConfig, reads_sentences: bool = False
+    text: str, sentences: Sequence[Span], predict_proba: ProbaFn, config: LimeConfig,
+    proba_of_sentences: SentencesProbaFn | None = None,
 ) -> SentenceExplanation:
     """Sentence-level LIME of ``text`` with its ``Quality``: two runs (seeds ``seed`` and
     ``seed + 1``) and the faithfulness checks, every distinct text scored once; a text of one sentence
-    exactly (``one_sentence``). ``reads_sentences``: ``predict_proba`` is a sentence model's, handed
-    the sentences each text keeps."""
-    perturbations = Perturbations(text, sentences, reads_sentences)
-    memo = Memoized(perturbations.scorer(predict_proba))
+    exactly (``one_sentence``). ``proba_of_sentences``: a sentence model's (``model.trained.sentence_scorer``),
+    handed the sentences each text keeps; without it, the model is handed the texts."""
+    perturbations = Perturbations(text, sentences, proba_of_sentences is not None)
+    memo = Memoized(perturbations.scorer(predict_proba, proba_of_sentences))
     scores = memo.as_target(config.lime_target)
     if perturbations.count == 1:
         return one_sentence(perturbations, scores, config.lime_target)
@@ -199,13 +221,14 @@ def explain_sentences(
 
 
 def explain_review(
-    text: str, sentences: Sequence[Span], predict_proba: ProbaFn, config: LimeConfig, reads_sentences: bool = False
+    text: str, sentences: Sequence[Span], predict_proba: ProbaFn, config: LimeConfig,
+    proba_of_sentences: SentencesProbaFn | None = None,
 ) -> ReviewExplanation:
     """A model's sentence explanation of a review as the site answers and stores it: ``explain_sentences``,
     its figures finite. The server's live analysis and the build's per-review work both call it; what
     differs between them is a parameter: ``predict_proba`` (the model's own, or through the server's
-    micro-batcher) and ``config`` (LIME's samples and seeds)."""
-    found = explain_sentences(text, sentences, predict_proba, config, reads_sentences)
+    micro-batcher, with its ``proba_of_sentences`` for a sentence model) and ``config`` (LIME's samples and seeds)."""
+    found = explain_sentences(text, sentences, predict_proba, config, proba_of_sentences)
     quality = {key: finite_or_none(value) for key, value in found.quality.as_dict().items()}
     return ReviewExplanation(
         weights=[finite(w) for w in found.weights],

@@ -12,18 +12,12 @@ import torch
 from model.config import SENTENCE_WINDOWS, SENTENCES, BertConfig
 from model.encoding import Encoder, head_and_tail_sentences
 from model.names import LABELS
-from model.sentences import Sentences, Span, split_sentences
+from model.sentences import Span, split_sentences
 
 
-def given_as_sentences(text: str | Sentences) -> bool:
-    """Whether a text comes as its sentences: what LIME scores of a text for a sentence model
-    (``model.explain.Perturbations``), which the server's micro-batcher mixes with plain texts in one call."""
-    return isinstance(text, Sentences)
-
-
-def sentences_of(text: str | Sentences) -> list[str]:
-    """A text's sentences: as given, or split here."""
-    return list(text) if given_as_sentences(text) else [s.text for s in split_sentences(text)]
+def sentences_of(text: str) -> list[str]:
+    """A text's sentences, split here (a text already cut into sentences goes to ``proba_of_sentences``)."""
+    return [s.text for s in split_sentences(text)]
 
 
 class WholeText:
@@ -64,7 +58,7 @@ class SentencesSummed:
         self.budget = SENTENCE_WINDOWS * max_length  # the tokens of a text's sentences it reads at most
         self.length_exponent = length_exponent
 
-    def units(self, text: str | Sentences) -> list[str]:
+    def units(self, text: str) -> list[str]:
         return sentences_of(text)
 
     def kept(self, ids: list[list[int]], members: list[list[int]]) -> list[list[int]]:

@@ -80,11 +80,6 @@ PLAIN_CUT = re.compile(
 )
 
 
-class Sentences(tuple):
-    """A text given as its sentences, in order: a model that reads sentences reads these as they
-    are instead of splitting the text again (what a LIME text with sentences removed is made of)."""
-
-
 class Span(NamedTuple):
     """A sentence and where it is; a named tuple because a text can have thousands."""
 

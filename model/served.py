@@ -15,8 +15,8 @@ from model.artifacts import read_meta
 from model.bert import BertClassifier
 from model.names import BERT, DISPLAY_NAMES, LABELS, TEACHER
 from model.one_sentence import ONE_SENTENCE_READER, network_reading
-from model.reading import given_as_sentences, sentences_of
-from model.sentences import Sentences, Span, split_sentences
+from model.reading import sentences_of
+from model.sentences import Span, split_sentences
 
 
 class ReaderUnavailable(Exception):
@@ -39,15 +39,12 @@ class OneSentenceRouter:
         self.reads_sentences = own.reads_sentences
         self.length_scale = own.length_scale
 
-    def predict_proba(self, texts: Sequence[str | Sentences], max_tokens: int | None = None) -> np.ndarray:
+    def predict_proba(self, texts: Sequence[str], max_tokens: int | None = None) -> np.ndarray:
         """Class probabilities (negative, positive), one row per text, each from the network that reads
-        it (``read_by``). A text given as its ``Sentences`` (what an explanation scores of a text,
-        ``model.explain.Perturbations``, which the server's micro-batcher mixes with texts) is the own
-        model's, so that a text's explanation asks the network that read it."""
+        it, as ``read_by`` decides from the text's sentences. A text already cut into the sentences the
+        model should read (what an explanation scores of a text) goes to ``proba_of_sentences`` instead."""
         sentences = [sentences_of(t) for t in texts]
-        alone = np.array(
-            [not given_as_sentences(t) and self.read_by(s) == TEACHER for t, s in zip(texts, sentences)], dtype=bool
-        )
+        alone = np.array([self.read_by(s) == TEACHER for s in sentences], dtype=bool)
         p = np.empty((len(texts), len(LABELS)), dtype=np.float32)
         if alone.any():
             p[alone] = self.one_sentence_reader.predict_proba([t for t, one in zip(texts, alone) if one], max_tokens)
@@ -60,7 +57,8 @@ class OneSentenceRouter:
         return p
 
     def proba_of_sentences(self, texts: Sequence[Sequence[str]], max_tokens: int | None = None) -> np.ndarray:
-        """The own model's probabilities of texts given as their sentences (``BertClassifier.proba_of_sentences``)."""
+        """The own model's probabilities of texts given as their sentences (``BertClassifier.proba_of_sentences``),
+        one sentence or not: a text's explanation asks the network that read the text."""
         return self.own.proba_of_sentences(texts, max_tokens)
 
     def read_by(self, sentences: Sequence) -> str:

@@ -6,7 +6,7 @@ handles "every model" (the build, the API) goes through ``CLASSIFIERS`` and neve
 names a model itself.
 """
 
-__all__ = ["load_trained", "model_dir"]
+__all__ = ["load_trained", "model_dir", "sentence_scorer"]
 
 from collections.abc import Callable
 from pathlib import Path
@@ -26,8 +26,8 @@ class Classifier(Protocol):
     key: ClassVar[str]  # one of model.names.MODELS
     config_type: ClassVar[type[Seeded]]
     fast_to_train: ClassVar[bool]  # cheap enough to train at every size of the learning curve
-    # Whether it reads a text as its sentences; such a model has proba_of_sentences, and its predict_proba
-    # also takes a text given as model.sentences.Sentences (LIME's, which the server batches with texts).
+    # Whether it reads a text as its sentences; such a model also has proba_of_sentences, for texts already
+    # cut into the sentences it should read (LIME's), which a caller hands over by calling it (``sentence_scorer``).
     reads_sentences: bool
 
     training_unit: ClassVar[str]  # what ``train`` reports its progress in ("optimizer steps")
@@ -55,6 +55,12 @@ class Classifier(Protocol):
 CLASSIFIERS: dict[str, type[Classifier]] = {kind.key: kind for kind in (NbsvmClassifier, BertClassifier)}
 # How each is loaded to serve: as trained, or (BERT) with the model it hands its texts of one sentence to.
 SERVED_LOADERS = {**{key: kind.load for key, kind in CLASSIFIERS.items()}, BertClassifier.key: load_served}
+
+
+def sentence_scorer(model: Classifier) -> Callable[[list[tuple[str, ...]]], np.ndarray] | None:
+    """What ``model`` scores texts given as their sentences with: its ``proba_of_sentences``, or None for a
+    model that reads texts (NB-SVM), which is handed them joined."""
+    return model.proba_of_sentences if model.reads_sentences else None
 
 
 class ModelUnavailable(Exception):

@@ -23,6 +23,7 @@ from model.config import LimeConfig
 from model.explain import Memoized, Perturbations, lime_sentences, rank_agreement
 from model.sentences import split_sentences
 from model.served import load_served
+from model.trained import sentence_scorer
 
 SHORT = "A wonderful, moving film. The acting was superb and the ending made me cry all the way home."
 
@@ -81,7 +82,8 @@ def main(argv: list[str] | None = None) -> None:
         for name, model in models.items():
             started = time.perf_counter()
             perturbations = Perturbations(text, spans, model.reads_sentences)
-            scores = Memoized(perturbations.scorer(model.predict_proba)).as_target(lime.lime_target)
+            scorer = perturbations.scorer(model.predict_proba, sentence_scorer(model))
+            scores = Memoized(scorer).as_target(lime.lime_target)
             result = lime_sentences(perturbations, scores, lime.lime_samples, lime.seed, lime.lime_kernel_width)
             seconds[name] += time.perf_counter() - started
             weights[name] = result.weights

@@ -29,7 +29,7 @@ from model.config import LimeConfig, WordLimeConfig
 from model.devices import resolve_device
 from model.explain import SentenceExplanation, explain_sentences, explain_words
 from model.names import BERT, CATALOGUE, NBSVM
-from model.trained import load_trained
+from model.trained import load_trained, sentence_scorer
 
 
 def seconds(work) -> float:
@@ -53,7 +53,7 @@ def compare_feature_selection(reviews, settings: Settings, device) -> None:
     models = {name: load_trained(name, settings.models_dir, device) for name in (BERT, NBSVM)}
     tasks = {
         f"{name} sentences": lambda r, m=model: explain_sentences(
-            r.text, r.sentences, m.predict_proba, config, m.reads_sentences
+            r.text, r.sentences, m.predict_proba, config, sentence_scorer(m)
         )
         for name, model in models.items()
     }
@@ -99,10 +99,10 @@ def main() -> None:
 
     scored: list[int] = []
 
-    def counting(max_tokens):
+    def counting(score, max_tokens):
         def predict(texts):
             scored.append(len(texts))
-            return bert.predict_proba(texts, max_tokens=max_tokens)
+            return score(texts, max_tokens=max_tokens)
 
         return predict
 
@@ -112,16 +112,17 @@ def main() -> None:
         times, against, split_again = [], [], []
         for review in reviews:
 
-            def timed(predict, reads_sentences: bool, review=review) -> tuple[float, SentenceExplanation]:
+            def timed(predict, proba_of_sentences, review=review) -> tuple[float, SentenceExplanation]:
                 started = time.perf_counter()
-                explanation = explain_sentences(review.text, review.sentences, predict, config, reads_sentences)
+                explanation = explain_sentences(review.text, review.sentences, predict, config, proba_of_sentences)
                 return time.perf_counter() - started, explanation
 
-            times.append(timed(counting(max_tokens), bert.reads_sentences))
+            by_sentences = sentence_scorer(bert)
+            times.append(timed(counting(bert.predict_proba, max_tokens), by_sentences and counting(by_sentences, max_tokens)))
             if other is not None and max_tokens == args.max_tokens[0]:
-                against.append(timed(other.predict_proba, other.reads_sentences)[0])
+                against.append(timed(other.predict_proba, sentence_scorer(other))[0])
             if args.split_again and max_tokens == args.max_tokens[0]:
-                split_again.append(timed(bert.predict_proba, False))
+                split_again.append(timed(bert.predict_proba, None))
         medians[max_tokens] = statistics.median(t for t, _ in times)
         print(f"BERT sentence LIME, {max_tokens} tokens per batch: median {medians[max_tokens]:.3f} s per review")
         if split_again:

@@ -742,6 +742,35 @@ def test_a_full_batch_goes_to_the_model_without_waiting_out_the_window():
     assert elapsed < 0.9  # each batch was full at once: no 1-second window was waited out
 
 
+def test_a_batch_of_texts_and_texts_given_as_sentences_makes_one_model_call_per_kind():
+    """The caller says what it hands over by the method it calls: texts go to ``predict_proba``, texts
+    given as their sentences to ``proba_of_sentences``, each kind deduplicated in one call of its own."""
+    calls = []
+
+    def read(kind):
+        def model(texts):
+            calls.append((kind, list(texts)))
+            return np.array([[0.0, sum(map(len, t)) / 100 if kind == "sentences" else len(t) / 100] for t in texts])
+
+        return model
+
+    async def main():
+        batcher = MicroBatcher("fake", read("texts"), 0.05, max_texts=1000, proba_of_sentences=read("sentences"))
+        found = await asyncio.gather(
+            batcher(["abc", "a b"]), batcher.sentences([["a", "b"], ()]), batcher.sentences([("a", "b")]), batcher(["abc"])
+        )
+        plain = MicroBatcher("nbsvm", read("texts"), 0.0, max_texts=1000)
+        with pytest.raises(TypeError, match="nbsvm reads texts, not sentences"):
+            await plain.sentences([["a"]])
+        await batcher.stop()
+        await plain.stop()
+        return found
+
+    texts, given, again, same = (p[:, 1].tolist() for p in asyncio.run(main()))
+    assert texts == [0.03, 0.03] and given == [0.02, 0.0] and again == [0.02] and same == [0.03]
+    assert sorted(calls) == [("sentences", [("a", "b"), ()]), ("texts", ["abc", "a b"])]
+
+
 def test_inference_threads_sets_the_torch_threads_of_the_loaded_models(api_data_dir):
     import torch
 

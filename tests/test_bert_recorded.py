@@ -15,7 +15,7 @@ from model.calibration import OFFSET, OFFSET_PER, TEMPERATURE
 from model.config import MINILM, PER_SENTENCE, PER_TEXT, BertConfig
 from model.devices import resolve_device
 from model.one_sentence import ONE_SENTENCE_READER
-from model.sentences import Sentences, split_sentences
+from model.sentences import split_sentences
 from model.served import load_served
 
 RECORDING = Path(__file__).parent / "recordings" / "bert_outputs.json"
@@ -61,8 +61,10 @@ def outputs(models_dir: Path) -> dict[str, list]:
         key = f"served{'-int8' if int8 else ''}"
         found[f"{key} proba"] = served.predict_proba(TEXTS)
         found[f"{key} proba of sentences"] = served.proba_of_sentences(SENTENCE_LISTS)
-        # as the server's micro-batcher calls it: texts and LIME's sentences in one call
-        found[f"{key} proba, texts and sentences in one call"] = served.predict_proba([*TEXTS, *map(Sentences, SENTENCE_LISTS)])
+        # as the server's micro-batcher calls it for a batch of texts and LIME's sentences: one call per kind
+        found[f"{key} proba, texts and sentences in one call"] = np.concatenate(
+            [served.predict_proba(TEXTS), served.proba_of_sentences(SENTENCE_LISTS)]
+        )
         found[f"{key} read by"] = [served.read_by(split_sentences(t)) for t in TEXTS]
         found[f"{key} sentences read"] = [served.sentences_read(split_sentences(t)) for t in TEXTS]
     return {key: np.asarray(value).tolist() if isinstance(value, np.ndarray) else value for key, value in found.items()}

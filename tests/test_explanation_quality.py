@@ -18,7 +18,7 @@ from model.explain import (
     top_count,
 )
 from model.quality import LOG_ODDS, PROBABILITY
-from model.sentences import Sentences, split_sentences
+from model.sentences import split_sentences
 
 # Each sentence carries a known amount of evidence, in log-odds of "positive", read by a
 # model that adds up the evidence of the sentences it is shown.
@@ -113,26 +113,31 @@ def test_a_model_that_reads_sentences_is_handed_those_each_text_keeps(sentences)
     """The additive model reads a text's sentences, split or given: handed the kept sentences instead
     of texts to split (and the text itself whole, as for its prediction), it explains to the same
     weights and figures, and it is never shown a mark."""
-    shown = []
+    shown, given = [], []
 
     def reading(texts):
         shown.extend(texts)
         return additive_model(texts)
 
+    def reading_sentences(texts):
+        given.extend(texts)
+        return additive_model(texts)
+
     config = LimeConfig(lime_samples=64, seed=3)
     from_texts = explain_sentences(REVIEW, sentences, additive_model, config)
-    from_sentences = explain_sentences(REVIEW, sentences, reading, config, reads_sentences=True)
+    from_sentences = explain_sentences(REVIEW, sentences, reading, config, reading_sentences)
     assert from_sentences.weights == from_texts.weights and from_sentences.score == from_texts.score
     assert from_sentences.quality.as_dict() == from_texts.quality.as_dict()
     assert from_texts.samples == 64
-    assert all(t == REVIEW or isinstance(t, Sentences) and set(t) <= set(EVIDENCE) for t in shown)
-    assert REVIEW in shown and () in shown  # the whole review, and every sentence removed
+    assert shown == [REVIEW] and all(set(kept) <= set(EVIDENCE) for kept in given)
+    assert [] in given  # every sentence removed
     marked = Perturbations(REVIEW, sentences, reads_sentences=True)
     assert marked.kept(marked.removing([0, 4])) == [s.text for i, s in enumerate(sentences) if i not in (0, 4)]
     # a text that holds the mark already: LIME removes sentences outright, and the model reads texts
     text = f"The score{REMOVED} soars. The ending drags."
     plain = Perturbations(text, split_sentences(text), reads_sentences=True)
-    assert plain.model_input(plain.removing([1])) == f"The score{REMOVED} soars. "
+    perturbed = plain.removing([1])
+    assert plain.sentences_kept(perturbed) is None and plain.as_text(perturbed) == f"The score{REMOVED} soars. "
 
 
 def test_rank_agreement():

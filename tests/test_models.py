@@ -23,7 +23,7 @@ from model.metrics import (
     tempered_p_positive,
 )
 from model.nbsvm import NbsvmClassifier, stemmed_tokens
-from model.sentences import Sentences, split_sentences
+from model.sentences import split_sentences
 from model.served import load_served
 from model.trained import ModelUnavailable, load_trained
 
@@ -114,18 +114,17 @@ def test_a_bert_hands_its_texts_of_one_sentence_to_its_reader_and_each_text_is_e
     assert p[0] == pytest.approx(teacher.predict_proba([one])[0], abs=1e-4)
     assert p[1:] == pytest.approx(student.predict_proba([two, ""]), abs=1e-4)
     assert p[2, 1] == pytest.approx(0.5)
-    # a text given as its sentences is the student's, one sentence or not, by name or in a mixed call
-    by_name = served.proba_of_sentences([[one], [one, NEGATIVE]])
-    assert by_name == pytest.approx(student.proba_of_sentences([[one], [one, NEGATIVE]]), abs=1e-4)
-    assert served.predict_proba([one, Sentences([one])])[1] == pytest.approx(by_name[0], abs=1e-4)
+    # a text given as its sentences is the student's, one sentence or not
+    given = served.proba_of_sentences([[one], [one, NEGATIVE]])
+    assert given == pytest.approx(student.proba_of_sentences([[one], [one, NEGATIVE]]), abs=1e-4)
 
     lime = LimeConfig(lime_samples=32, seed=0)
-    alone = explain_sentences(one, split_sentences(one), served.predict_proba, lime, reads_sentences=True)
+    alone = explain_sentences(one, split_sentences(one), served.predict_proba, lime, served.proba_of_sentences)
     assert alone.weights == pytest.approx([np.log(p[0, 1] / p[0, 0])], abs=1e-3) and alone.intercept == pytest.approx(0)
     read = []
     reader_proba = served.one_sentence_reader.predict_proba
     served.one_sentence_reader.predict_proba = lambda texts, max_tokens=None: read.append(texts) or reader_proba(texts)
-    longer = explain_sentences(two, split_sentences(two), served.predict_proba, lime, reads_sentences=True)
+    longer = explain_sentences(two, split_sentences(two), served.predict_proba, lime, served.proba_of_sentences)
     assert read == [] and len(longer.weights) == 2
 
     shutil.rmtree(tmp_path / "teacher")

@@ -152,9 +152,10 @@ class ThriceAsSlow:
         self.model, self.reads_sentences = model, model.reads_sentences
 
     def predict_proba(self, texts):
-        for _ in range(2):
-            self.model.predict_proba(texts)
-        return self.model.predict_proba(texts)
+        return [self.model.predict_proba(texts) for _ in range(3)][-1]
+
+    def proba_of_sentences(self, texts):
+        return [self.model.proba_of_sentences(texts) for _ in range(3)][-1]
 
 
 def test_an_explanation_over_what_this_machine_finishes_in_time_is_refused_saying_so(web_database):

@@ -28,7 +28,7 @@ from model import explain
 from model.config import LimeConfig, WordLimeConfig
 from model.names import CATALOGUE, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL
 from model.sentences import Span
-from model.trained import Classifier
+from model.trained import Classifier, sentence_scorer
 
 PREDICT_CHUNK = 256  # reviews per model call (and per unit) in the predict step
 READ_BLOCK = 256  # reviews per database read while the explain units are made
@@ -132,7 +132,7 @@ class Worker:
         result = {"model": unit["model"], "level": unit["level"], "review_id": unit["review_id"]}
         if unit["level"] == SENTENCE:
             spans = [Span(start, end, sentence) for _, start, end, sentence in unit["sentences"]]
-            found = explain.explain_review(text, spans, model.predict_proba, lime, model.reads_sentences)
+            found = explain.explain_review(text, spans, model.predict_proba, lime, sentence_scorer(model))
             return {**result, "sentence_ids": [row[0] for row in unit["sentences"]], "explanation": found.as_dict()}
         config = self.word_lime
         words = explain.explain_words(text, model.predict_proba, config.word_lime_samples, config.seed, lime.lime_target)

@@ -38,13 +38,13 @@ import numpy as np
 from app.settings import Settings
 from app.web import whatif
 from app.web.analysis_types import Analysis, AnalysisExplanation, AnalyzedSentence, ModelPrediction, PendingModel
-from app.web.batching import BACKGROUND, CALL_WEIGHT, MicroBatcher, ProbaFn, WorkLimiter
+from app.web.batching import BACKGROUND, CALL_WEIGHT, MicroBatcher, ProbaFn, SentencesProbaFn, WorkLimiter
 from app.web.costs import analysis_cost, explanation_cost, largest_request, request_cost
 from app.web.limits import off_the_loop
 from model.config import LimeConfig
 from model.names import DISPLAY_NAMES, MODELS, label_of
 from model.quality import ReviewExplanation
-from model.sentences import Sentences, Span, sentence_spans
+from model.sentences import Span, sentence_spans
 
 log = logging.getLogger("textflix")
 # The shape of the model calls timed for the machine's speed: LIME's texts of the largest explanation the
@@ -174,6 +174,8 @@ def measured_seconds_per_pass(loaded: dict, call_weight: float) -> float:
     """This machine's seconds per model pass (``app.web.costs``) of an explanation: one model call of
     ``call_weight`` LIME texts shaped like the largest explanation's (``SPEED_SENTENCES``) timed per model
     (the fastest of ``SPEED_TRIES``), summed over the models (a request's models share the cores), over the call's charge."""
+    from model.trained import sentence_scorer
+
     rng = random.Random(0)
     words = "film story acting plot great boring wonderful awful slow funny music scenes ending".split()
     sentences = [" ".join(rng.choices(words, k=SPEED_SENTENCE_WORDS)).capitalize() + "." for _ in range(SPEED_SENTENCES)]
@@ -181,12 +183,13 @@ def measured_seconds_per_pass(loaded: dict, call_weight: float) -> float:
     passes = analysis_cost([" ".join(kept) for kept in samples], False, LimeConfig())
     seconds = 0.0
     for model in loaded.values():
-        texts = [Sentences(kept) if model.reads_sentences else " ".join(kept) for kept in samples]
-        seconds += min(timed(model.predict_proba, texts) for _ in range(SPEED_TRIES))
+        by_sentences = sentence_scorer(model)
+        call = (by_sentences, samples) if by_sentences else (model.predict_proba, [" ".join(kept) for kept in samples])
+        seconds += min(timed(*call) for _ in range(SPEED_TRIES))
     return seconds / passes
 
 
-def timed(predict: ProbaFn, texts: list) -> float:
+def timed(predict: ProbaFn | SentencesProbaFn, texts: list) -> float:
     started = time.perf_counter()
     predict(texts)
     return time.perf_counter() - started
@@ -196,15 +199,17 @@ def analyzer_of(
     loaded: dict, settings: Settings, device: str = "cpu", call_weight: float = 8, seconds_per_pass: float | None = None
 ) -> "ModelAnalyzer":
     """A ``ModelAnalyzer`` of trained models (``model.trained.Classifier``, by name): LIME's texts go as
-    their sentences to a model that reads sentences, and a BERT that hands some texts to its
-    teacher says which network read each (``BertClassifier.read_by``)."""
+    their sentences to a model that reads sentences (its ``proba_of_sentences``), and a BERT that hands some
+    texts to its teacher says which network read each (``OneSentenceRouter.read_by``)."""
+    from model.trained import sentence_scorer
+
     return ModelAnalyzer(
         {name: model.predict_proba for name, model in loaded.items()},
         settings,
         device,
         call_weight,
         seconds_per_pass,
-        reads_sentences={name: model.reads_sentences for name, model in loaded.items()},
+        sentence_models={name: sentence_scorer(model) for name, model in loaded.items() if model.reads_sentences},
         read_by={name: model.read_by for name, model in loaded.items() if getattr(model, "one_sentence_reader", None)},
         readings={
             name: whatif.Reading(model.sentences_read, model.length_scale)
@@ -227,22 +232,30 @@ class LimeCall:
         self._pending: set[concurrent.futures.Future] = set()
         self._lock = threading.Lock()
 
-    def scorer(self, batcher: MicroBatcher) -> ProbaFn:
-        """A ``predict_proba`` for LIME (run in a LIME thread) that goes through ``batcher``."""
+    def scorers(self, batcher: MicroBatcher) -> tuple[ProbaFn, SentencesProbaFn | None]:
+        """A ``predict_proba`` for LIME (run in a LIME thread) that goes through ``batcher``, and, for a
+        model that reads sentences, a ``proba_of_sentences`` that does too."""
 
         def predict(texts: list[str]) -> np.ndarray:
-            future = asyncio.run_coroutine_threadsafe(batcher(texts, BACKGROUND), self.loop)
-            with self._lock:
-                self._pending.add(future)
-            try:
-                if self._cancelled.is_set():
-                    future.cancel()
-                return future.result()  # CancelledError ends the LIME run once the call is cancelled
-            finally:
-                with self._lock:
-                    self._pending.discard(future)
+            return self._result(batcher(texts, BACKGROUND))
 
-        return predict
+        def by_sentences(texts: list[list[str]]) -> np.ndarray:
+            return self._result(batcher.sentences(texts, BACKGROUND))
+
+        return predict, by_sentences if batcher.reads_sentences else None
+
+    def _result(self, scoring) -> np.ndarray:
+        """What the ``scoring`` coroutine returns, run on the event loop, unless the call is cancelled."""
+        future = asyncio.run_coroutine_threadsafe(scoring, self.loop)
+        with self._lock:
+            self._pending.add(future)
+        try:
+            if self._cancelled.is_set():
+                future.cancel()
+            return future.result()  # CancelledError ends the LIME run once the call is cancelled
+        finally:
+            with self._lock:
+                self._pending.discard(future)
 
     def cancel(self) -> None:
         self._cancelled.set()
@@ -264,24 +277,25 @@ class ModelAnalyzer:
         device: str = "cpu",
         call_weight: float = 8,
         seconds_per_pass: float | None = None,
-        reads_sentences: dict[str, bool] | None = None,
+        sentence_models: dict[str, SentencesProbaFn] | None = None,
         read_by: dict[str, Callable[[Sequence[Span]], str]] | None = None,
         readings: dict[str, "whatif.Reading"] | None = None,
     ):
         """``seconds_per_pass``: this machine's measured speed (``measured_seconds_per_pass``), which bounds the
         largest request (``app.web.costs.largest_request``; None: not measured, ``max_work_in_flight``);
-        ``reads_sentences``: the models that take a text as its ``Sentences`` (LIME's texts go to
-        them so); ``read_by``: for a model that hands some texts to another network, which reads a text
+        ``sentence_models``: the ``proba_of_sentences`` of the models that read a text as its sentences
+        (LIME's texts and the what-if's sentences go to them so); ``read_by``: for a model that hands some texts to another network, which reads a text
         of the given sentences; ``readings``: how the models that read a text as the sum of its sentences
         do (``whatif.Reading``)."""
         self.settings = settings
-        self.reads_sentences = reads_sentences or {}
         self.read_by = read_by or {}
         self.readings = readings or {}
         self.device = device
         window = settings.batch_window_ms / 1000.0
         self.batchers = {
-            name: MicroBatcher(name, models[name], window, settings.batch_max_texts, call_weight)
+            name: MicroBatcher(
+                name, models[name], window, settings.batch_max_texts, call_weight, (sentence_models or {}).get(name)
+            )
             for name in MODELS
             if name in models  # a model not ready yet has none (``app.web.ready_analyzer``)
         }
@@ -425,6 +439,5 @@ class ModelAnalyzer:
         """``explain_review`` for one model, in a LIME thread; the model calls go through the batcher."""
         from model.explain import explain_review
 
-        scorer = call.scorer(self.batchers[name])
-        lime = self.settings.group(LimeConfig)
-        return explain_review(text, spans, scorer, lime, self.reads_sentences.get(name, False))
+        predict, proba_of_sentences = call.scorers(self.batchers[name])
+        return explain_review(text, spans, predict, self.settings.group(LimeConfig), proba_of_sentences)

@@ -2,7 +2,8 @@
 
 Each model sits behind a ``MicroBatcher``: requests put their texts on a priority queue;
 one collector task takes the first, waits ``batch_window_ms`` for others (only while
-requests overlap), and runs them all as one model call in the model's own worker
+requests overlap), and runs them all as one model call per kind of text (texts a reader is given, and
+texts already cut into the sentences the model should read) in the model's own worker
 thread, so the event loop never waits on a model and torch is never called from two
 threads at once. Model calls are kept short, a request's own texts go before LIME's
 perturbed texts, and small calls before large ones, so a short prediction never waits
@@ -31,10 +32,13 @@ import numpy as np
 from app.web.costs import FULL_TEXT_CHARS
 from app.web.errors import ServerBusy, ServerStopping
 from model.config import SENTENCE_WINDOWS
-from model.sentences import Sentences
 
 log = logging.getLogger("textflix")
 ProbaFn = Callable[[list[str]], np.ndarray]
+SentencesProbaFn = Callable[[list[tuple[str, ...]]], np.ndarray]
+# What a caller hands over, by the method it calls: texts (``predict_proba``), or texts given as their
+# sentences (``proba_of_sentences``: LIME's, and the what-if's single sentences, for a sentence model).
+TEXTS, SENTENCES_GIVEN = "texts", "sentences given"
 URGENT, BACKGROUND = 0, 1  # a request's own texts; LIME's perturbed texts
 # Full-length texts per model call by default: one forward pass on CPU (2048 tokens), a large batch on CUDA.
 CALL_WEIGHT = {"cpu": 8, "cuda": 256}
@@ -44,10 +48,10 @@ CALL_WEIGHT = {"cpu": 8, "cuda": 256}
 LONGEST_WEIGHT = {URGENT: SENTENCE_WINDOWS, BACKGROUND: 1.0}
 
 
-def text_weight(text: str | Sentences, most: float) -> float:
-    """How much of a model call a text takes: 1 when it fills BERT's window, less when shorter, and
-    up to ``most`` when longer. A text given as its sentences (LIME's, for a sentence model) counts their characters."""
-    chars = sum(map(len, text)) if isinstance(text, Sentences) else len(text)
+def text_weight(text: str | tuple[str, ...], kind: str, most: float) -> float:
+    """How much of a model call a text of this ``kind`` takes: 1 when it fills BERT's window, less when shorter,
+    and up to ``most`` when longer. A text given as its sentences counts their characters."""
+    chars = sum(map(len, text)) if kind == SENTENCES_GIVEN else len(text)
     return max(0.01, min(most, chars / FULL_TEXT_CHARS))
 
 
@@ -117,7 +121,9 @@ class MicroBatcher:
     """Gathers concurrent calls of one model into batched calls in one worker thread.
 
     ``await batcher(texts, priority)`` returns the model's class probabilities, one row
-    per text. A call is cut into pieces of at most ``call_weight`` full-length texts
+    per text; ``await batcher.sentences(texts, priority)`` those of texts given as their sentences,
+    from the model's ``proba_of_sentences`` (a sentence model's). Waiting pieces of both kinds share a
+    batch, which makes one model call per kind. A call is cut into pieces of at most ``call_weight`` full-length texts
     (``text_weight``: shorter texts count for less, longer ones up to ``LONGEST_WEIGHT``),
     and a model call takes at most that much too, so that it stays short: it cannot be
     interrupted, and a newly arrived call waits for at most the one that is running. Waiting
@@ -128,23 +134,31 @@ class MicroBatcher:
     than it takes to fill a model call. Texts are deduplicated within a batch; cancelled calls are dropped.
     """
 
-    def __init__(self, name: str, predict: ProbaFn, window_s: float, max_texts: int, call_weight: float = 8):
+    def __init__(
+        self, name: str, predict: ProbaFn, window_s: float, max_texts: int, call_weight: float = 8,
+        proba_of_sentences: SentencesProbaFn | None = None,
+    ):
         self.name = name
-        self.predict = predict
+        self.predict = {TEXTS: predict, SENTENCES_GIVEN: proba_of_sentences}
         self.window_s = window_s
         self.max_texts = max_texts
         self.call_weight = call_weight
         self.calls = 0  # model calls made, and texts sent to the model (after dedup)
         self.texts = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        # A heap of (priority, weight, arrival, texts, future): most urgent, then lightest, then oldest.
-        self._waiting: list[tuple[int, float, int, list[str], asyncio.Future]] = []
+        # A heap of (priority, weight, arrival, kind, texts, future): most urgent, then lightest, then oldest.
+        self._waiting: list[tuple[int, float, int, str, list, asyncio.Future]] = []
         self._arrived: asyncio.Event | None = None
         self._arrival = itertools.count()
         self._task: asyncio.Task | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self._in_flight: list[tuple[list[str], asyncio.Future]] = []
+        self._in_flight: list[tuple[str, list, asyncio.Future]] = []
         self._contended = False  # did the last batch have company (several calls, or more waiting)?
+
+    @property
+    def reads_sentences(self) -> bool:
+        """Whether its model reads texts given as their sentences (``sentences``)."""
+        return self.predict[SENTENCES_GIVEN] is not None
 
     def _ensure_started(self) -> None:
         loop = asyncio.get_running_loop()
@@ -157,22 +171,30 @@ class MicroBatcher:
         self._task = loop.create_task(self._collect(), name=f"textflix-batcher-{self.name}")
 
     async def __call__(self, texts: Sequence[str], priority: int = URGENT) -> np.ndarray:
-        texts = list(texts)
+        return await self._scored(TEXTS, list(texts), priority)
+
+    async def sentences(self, texts: Sequence[Sequence[str]], priority: int = URGENT) -> np.ndarray:
+        """The model's ``proba_of_sentences`` of ``texts`` given as their sentences, batched as ``__call__``'s."""
+        if not self.reads_sentences:
+            raise TypeError(f"{self.name} reads texts, not sentences: it has no proba_of_sentences")
+        return await self._scored(SENTENCES_GIVEN, [tuple(t) for t in texts], priority)
+
+    async def _scored(self, kind: str, texts: list, priority: int) -> np.ndarray:
         if not texts:
             return np.empty((0, 2), dtype=np.float32)
         self._ensure_started()
         futures = []
-        for piece, weight in self._pieces(texts, LONGEST_WEIGHT[priority]):
+        for piece, weight in self._pieces(texts, kind, LONGEST_WEIGHT[priority]):
             futures.append(self._loop.create_future())
-            heapq.heappush(self._waiting, (priority, weight, next(self._arrival), piece, futures[-1]))
+            heapq.heappush(self._waiting, (priority, weight, next(self._arrival), kind, piece, futures[-1]))
         self._arrived.set()
         return np.concatenate(await asyncio.gather(*futures))
 
-    def _pieces(self, texts: list[str], longest: float) -> list[tuple[list[str], float]]:
+    def _pieces(self, texts: list, kind: str, longest: float) -> list[tuple[list, float]]:
         """``texts`` cut into pieces of at most ``call_weight``, with their weights (a text's at most ``longest``)."""
-        pieces: list[tuple[list[str], float]] = [([], 0.0)]
+        pieces: list[tuple[list, float]] = [([], 0.0)]
         for text in texts:
-            weight = text_weight(text, longest)
+            weight = text_weight(text, kind, longest)
             piece, total = pieces[-1]
             if piece and (total + weight > self.call_weight or len(piece) == self.max_texts):
                 pieces.append(([], 0.0))
@@ -212,36 +234,41 @@ class MicroBatcher:
                 return
 
     def _urgent_call_full(self) -> bool:
-        urgent = [(weight, len(texts)) for priority, weight, _, texts, _ in self._waiting if priority == URGENT]
+        urgent = [(weight, len(texts)) for priority, weight, _, _, texts, _ in self._waiting if priority == URGENT]
         return sum(w for w, _ in urgent) >= self.call_weight or sum(n for _, n in urgent) >= self.max_texts
 
-    def _take_batch(self) -> list[tuple[list[str], asyncio.Future]]:
+    def _take_batch(self) -> list[tuple[str, list, asyncio.Future]]:
         """The pieces at the head of the queue that fit in one model call, cancelled ones dropped."""
         priority = self._waiting[0][0]
         batch, weight, count = [], 0.0, 0
         while self._waiting and self._waiting[0][0] == priority:
-            _, piece_weight, _, texts, future = self._waiting[0]
+            _, piece_weight, _, kind, texts, future = self._waiting[0]
             full = weight + piece_weight > self.call_weight or count + len(texts) > self.max_texts
             if batch and (full or self.window_s == 0):  # window 0: batching off
                 break
             heapq.heappop(self._waiting)
             if not future.done():
-                batch.append((texts, future))
+                batch.append((kind, texts, future))
                 weight, count = weight + piece_weight, count + len(texts)
         return batch
 
-    async def _run(self, live: list[tuple[list[str], asyncio.Future]], loop: asyncio.AbstractEventLoop) -> None:
-        """One model call for every caller in ``live``; each caller gets its rows or the error."""
-        unique: dict[str, int] = {}
+    async def _run(self, live: list[tuple[str, list, asyncio.Future]], loop: asyncio.AbstractEventLoop) -> None:
+        """One model call per kind of text for the callers in ``live``."""
+        for kind in dict.fromkeys(kind for kind, _, _ in live):
+            await self._call(kind, [(texts, future) for of, texts, future in live if of == kind], loop)
+
+    async def _call(self, kind: str, live: list[tuple[list, asyncio.Future]], loop: asyncio.AbstractEventLoop) -> None:
+        """One model call of ``kind`` for every caller in ``live``; each caller gets its rows or the error."""
+        unique: dict[str | tuple[str, ...], int] = {}
         rows = [[unique.setdefault(text, len(unique)) for text in texts] for texts, _ in live]
         try:
-            probs = await loop.run_in_executor(self._executor, self.predict, list(unique))
+            probs = await loop.run_in_executor(self._executor, self.predict[kind], list(unique))
             if len(probs) != len(unique):
                 raise RuntimeError(f"{self.name} returned {len(probs)} rows for {len(unique)} texts")
         except Exception as error:
             if len(live) > 1:  # find the culprit: the others should not fail with it
                 for item in live:
-                    await self._run([item], loop)
+                    await self._call(kind, [item], loop)
                 return
             log.exception("%s failed on %d texts", self.name, len(unique))
             if not live[0][1].done():
@@ -262,9 +289,9 @@ class MicroBatcher:
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
-        pending += [(texts, future) for *_, texts, future in self._waiting]
+        pending += [(kind, texts, future) for *_, kind, texts, future in self._waiting]
         self._waiting.clear()
-        for _, future in pending:
+        for *_, future in pending:
             if not future.done():
                 future.set_exception(ServerStopping())
         self._task = None

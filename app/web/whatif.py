@@ -26,17 +26,26 @@ fewest; a text of one sentence left goes to the teacher, which re-scoring asks.
 
 import itertools
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from model.names import POSITIVE, TEACHER, label_of
 from model.quality import LOG_ODDS, ReviewExplanation
-from model.sentences import Sentences, Span
+from model.sentences import Span
 
 FLIP_TRIES = 4  # texts without some sentences that one flip search re-scores, at most (per model and text)
-Score = Callable[[list], Awaitable[np.ndarray]]  # a model's micro-batcher: texts in, (negative, positive) rows out
+
+
+class Score(Protocol):
+    """A model's micro-batcher (``app.web.batching.MicroBatcher``): (negative, positive) rows of texts, and of
+    texts given as their sentences (``sentences``)."""
+
+    async def __call__(self, texts: list[str]) -> np.ndarray: ...
+
+    async def sentences(self, texts: list[tuple[str, ...]]) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -97,13 +106,14 @@ async def exact_shares(
     sentences_read: list[int] | None,
 ) -> Shares | None:
     """The exact shares of ``text`` for a model that reads it as a sum (``sentences_read``, worked
-    out beforehand in a thread) or hands it whole to its teacher (``read_by``); None otherwise."""
+    out beforehand in a thread) or hands it whole to its teacher (``read_by``); None otherwise. The
+    empty text and each sentence alone go to the model given as their sentences (``score.sentences``)."""
     if read_by == TEACHER:
         return Shares(0.0, [logit(p_positive)], [0])
     if reading is None or sentences_read is None:
         return None
-    singles = [Sentences(()), *(Sentences((span.text,)) for span in spans)]
-    odds = log_odds(await score(singles))
+    singles = [(), *((span.text,) for span in spans)]
+    odds = log_odds(await score.sentences(singles))
     start, read = float(odds[0]), set(sentences_read)
     factor = float(reading.length_scale(np.array([len(sentences_read)], float))[0])
     contributions = [(float(odds[i + 1]) - start) * factor if i in read else 0.0 for i in range(len(spans))]

@@ -40,7 +40,7 @@ from model.devices import resolve_device
 from model.explain import Memoized, Perturbations, explain_sentences, lime_sentences, rank_agreement
 from model.quality import is_empty
 from model.names import CATALOGUE, DISPLAY_NAMES, MODELS
-from model.trained import load_trained
+from model.trained import load_trained, sentence_scorer
 
 COLUMNS = (
     "model", "target", "width", "samples", "R²", "stability", "empty", "norm. comp.", "norm. suff.",
@@ -129,7 +129,7 @@ def plain_lime_speed(name: str, model, reviews: list[Review], settings: Settings
         ).explain_instance(review.text, one_at_a_time, num_features=len(review.sentences), num_samples=PLAIN_SAMPLES)
         plain += time.perf_counter() - started
         started = time.perf_counter()
-        explain_sentences(review.text, review.sentences, model.predict_proba, config, model.reads_sentences)
+        explain_sentences(review.text, review.sentences, model.predict_proba, config, sentence_scorer(model))
         ours += time.perf_counter() - started
     return (
         f"{DISPLAY_NAMES[name]}, {len(reviews)} reviews: plain lime ({PLAIN_SAMPLES:,} samples, one text per call) "
