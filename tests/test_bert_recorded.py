@@ -18,7 +18,7 @@ from model.one_sentence import ONE_SENTENCE_READER
 from model.sentences import split_sentences
 from model.served import load_served
 
-RECORDING = Path(__file__).parent / "recordings" / "bert_outputs.json"
+RECORDING = Path(__file__).parent / "recorded" / "bert_outputs.json"
 LONG = " ".join(f"Scene {i} was {'good' if i % 3 else 'dull'} and the actors knew it." for i in range(30))
 TEXTS = ["A wonderful, moving film.", "Dull. Long. I left early!", "", "Great cast, weak plot. Still, I would see it again.", LONG]
 # what LIME scores of a text for a model that reads sentences: its sentences, some removed
