@@ -14,7 +14,7 @@ from scipy.special import expit, log_expit
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import accuracy_score, balanced_accuracy_score, confusion_matrix, f1_score
 
-from model.names import POSITIVE
+from model.names import LABELS, POSITIVE
 
 
 def expected_calibration_error(gold: np.ndarray, p_positive: np.ndarray, bins: int = 10) -> float:
@@ -67,6 +67,8 @@ def skew_figures(gold_labels: list[str], p_positive) -> dict[str, float]:
 def classification_report(gold_labels: list[str], p_positive: list[float], bins: int = 10) -> dict:
     """Accuracy beside the majority baseline, balanced accuracy and macro-F1 (``skew_figures``), F1
     (positive class), confusion matrix, ECE and a reliability curve."""
+    if unknown := set(gold_labels) - set(LABELS):
+        raise ValueError(f"gold labels must be {' or '.join(LABELS)}, not {', '.join(map(repr, sorted(unknown, key=str)))}")
     gold = np.array([label == POSITIVE for label in gold_labels])
     p = np.asarray(p_positive, dtype=float)
     predicted = p >= 0.5

@@ -42,6 +42,11 @@ def test_a_model_under_the_majority_baseline_and_one_that_always_says_positive_a
     assert classification_report([NEGATIVE] * 3 + [POSITIVE], [0.1] * 4)["majority_baseline"] == pytest.approx(0.75)
 
 
+def test_a_review_without_a_label_is_refused_rather_than_counted_as_a_negative():
+    with pytest.raises(ValueError, match="not None"):
+        classification_report([POSITIVE, None, NEGATIVE], [0.9, 0.2, 0.1])
+
+
 def test_the_figures_by_length_are_each_bands_own_and_none_for_an_empty_band():
     bands = ["1"] * 4 + ["2–3"] * 2  # no text of 4–6 or 7+ sentences
     labels = [POSITIVE, POSITIVE, POSITIVE, NEGATIVE, POSITIVE, POSITIVE]

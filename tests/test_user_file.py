@@ -20,7 +20,9 @@ from model.names import NEGATIVE, POSITIVE
 from model.reviews_file import ReviewsFile
 
 STEAM_COLUMNS = "text=review,label=voted_up,item=app_id,name=app_name"
-SKYTRAX_COLUMNS = "text=content,label=recommended,item=airline_name"
+SKYTRAX_COLUMNS = "text=content,label=overall_rating,item=airline_name"
+# its ratings are mostly 1-5, some 1-10 (the 6-10 left without a label, as a 3 is: reviews of the catalogue all the same)
+SKYTRAX_RULE = "scale=1-10,positive=4-5,negative=1-2"
 # a build of about two minutes on 2 shared cores: one training step of BERT, one catalogue item of short reviews,
 # no learning curve
 TINY = [
@@ -193,17 +195,21 @@ def profile(source: Path, path: Path, rows: slice) -> Path:
     return path
 
 
-def build_and_browse(tmp_path, reviews: Path, columns: str, name: str | None) -> None:
-    """``textflix build`` on ``reviews``, then the site's pages and API on its database."""
+def build_and_browse(tmp_path, reviews: Path, columns: str, name: str | None, flags: tuple[str, ...] = ()) -> None:
+    """``textflix build`` on ``reviews`` (with ``flags``), then the site's pages and API on its database."""
     data_dir = tmp_path / "data"
-    assert main(["build", "--reviews", str(reviews), "--columns", columns, "--data-dir", str(data_dir), *TINY]) == 0
+    command = ["build", "--reviews", str(reviews), "--columns", columns, "--data-dir", str(data_dir), *flags, *TINY]
+    assert main(command) == 0
     with sqlite3.connect(data_dir / "textflix.db") as db:
-        counts = json.loads(db.execute("SELECT counts FROM runs").fetchone()[0])
+        counts, metrics = map(json.loads, db.execute("SELECT counts, metrics FROM runs").fetchone())
+        labelled = db.execute("SELECT COUNT(*) FROM reviews WHERE split = 'catalogue' AND label IS NOT NULL").fetchone()[0]
         review, item, title = db.execute(
             "SELECT r.id, m.title_id, m.title FROM reviews r JOIN movies m USING (title_id) WHERE r.split = 'catalogue'"
         ).fetchone()
     assert counts["corpus"] == reviews.name and counts["read"] == counts["used"] + sum(counts["skipped"].values())
     assert (title is not None) == (name is not None)
+    # the catalogue's figures count its labelled reviews: one without a label is no negative
+    assert {metrics[model]["catalogue"]["n"] for model in ("nbsvm", "bert")} == {labelled}
     with TestClient(create_app(Settings(data_dir=data_dir))) as client:
         assert client.get("/").status_code == 200
         page = client.get(f"/movies/{item}")
@@ -225,7 +231,7 @@ def test_build_and_site_on_a_profile_of_the_steam_reviews(tmp_path, shared_steam
 @pytest.mark.slow
 def test_build_and_site_on_a_profile_of_the_skytrax_lounge_reviews(tmp_path, shared_skytrax):
     reviews = profile(shared_skytrax, tmp_path / "skytrax_profile.csv", slice(400))  # the airlines' slugs, no names
-    build_and_browse(tmp_path, reviews, SKYTRAX_COLUMNS, name=None)
+    build_and_browse(tmp_path, reviews, SKYTRAX_COLUMNS, name=None, flags=("--label-rule", SKYTRAX_RULE))
 
 
 def test_a_label_rule_that_is_not_one_stops_the_command_before_anything_is_read(tmp_path, capsys):

@@ -67,6 +67,7 @@ class Evaluate(Step):
                         select(Review.label, Prediction.p_positive)
                         .join(Prediction, Prediction.review_id == Review.id)
                         .where(Review.split == split, Review.source.in_(CORPORA), Prediction.model == name)
+                        .where(Review.label.is_not(None))  # a file's catalogue may hold reviews without a label
                     ).all()
                     metrics[name][split] = classification_report([r.label for r in rows], [r.p_positive for r in rows])
         _, evaluation = evaluation_reviews(build)
