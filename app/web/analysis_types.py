@@ -163,7 +163,6 @@ class Analysis(Frozen):
     sentences: list[AnalyzedSentence] | None = Field(None, description="With `explain`: the sentences, in order.")
     explanations: ModelExplanations | None = None
 
-
     def analysed_predictions(self) -> dict[str, "ModelPrediction"]:
         """The predictions of the models that analysed the text (not those pending)."""
         return self.predictions.analysed()
