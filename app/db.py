@@ -119,6 +119,9 @@ class Sentence(Base):
     weights: Mapped[list["SentenceWeight"]] = relationship(
         back_populates="sentence", cascade="all, delete-orphan"
     )
+    word_shares: Mapped[list["WordShare"]] = relationship(
+        back_populates="sentence", cascade="all, delete-orphan", order_by="WordShare.position"
+    )
 
 
 class SentenceWeight(PerModel, Base):
@@ -130,6 +133,21 @@ class SentenceWeight(PerModel, Base):
     weight: Mapped[float] = mapped_column(Float)
 
     sentence: Mapped[Sentence] = relationship(back_populates="weights")
+
+
+class WordShare(PerModel, Base):
+    """One word of a sentence and its share of the sentence's exact contribution (``model.word_shares``:
+    BERT's integrated gradients); a sentence's shares add up to its contribution."""
+
+    __tablename__ = "word_shares"
+
+    sentence_id: Mapped[int] = mapped_column(ForeignKey("sentences.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)  # the word's order in its sentence
+    start: Mapped[int] = mapped_column(Integer)  # character span in Review.text
+    end: Mapped[int] = mapped_column(Integer)
+    share: Mapped[float] = mapped_column(Float)  # of the log-odds of "positive"
+
+    sentence: Mapped[Sentence] = relationship(back_populates="word_shares")
 
 
 class WordWeight(PerModel, Base):

@@ -71,6 +71,16 @@ Predictions = per_model("Predictions", ModelPrediction | PendingModel)
 ModelWeights = per_model("ModelWeights", float | None)
 
 
+class WordShare(Frozen):
+    text: str
+    start: int = Field(description="Character offset of the word in the text.")
+    end: int
+    share: float = Field(
+        description="The word's part of its sentence's contribution, in log-odds of positive (integrated gradients; "
+        "an equal part of what the sentence without its words scores is in each)."
+    )
+
+
 class AnalyzedSentence(Frozen):
     text: str
     start: int = Field(description="Character offset of the sentence in the text.")
@@ -79,6 +89,10 @@ class AnalyzedSentence(Frozen):
     contributions: dict[str, float] | None = Field(
         None, description="Per model whose explanation is `exact`: the sentence's share of its log-odds of positive; "
         "the model's `start` and these add up to log(p / (1 − p)).",
+    )
+    words: dict[str, list[WordShare]] | None = Field(
+        None, description="With `words`: per model whose explanation is exact (BERT), the sentence's words in order, "
+        "whose shares add up to its `contributions` entry (up to the residual the docs state).",
     )
 
 
