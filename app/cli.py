@@ -31,6 +31,7 @@ from app.offline.summary import summary
 from app.settings import ApiLimits, BuildEngine, Compute, Pages, Server, Settings, Storage
 from app.web.export import WRITERS
 from model.config import ConfigGroup, LimeConfig, Sources
+from model.files import atomic_write
 
 FLAG_NAMES = {"database_url": "--database"}
 # The settings that are flags of their own, in the order of the help: the ones a user needs. Every
@@ -534,15 +535,11 @@ def output_stream(path: Path | None):
     if path is None:
         yield sys.stdout
         return
-    partial = path.with_name(path.name + ".partial")
     try:
-        with partial.open("w", encoding="utf-8", newline="") as out:
+        with atomic_write(path, "w", encoding="utf-8", newline="") as out:
             yield out
-        partial.replace(path)
     except OSError as error:
         raise CommandError(f"Cannot write {path}: {error.strerror or error}.") from None
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

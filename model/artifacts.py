@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from model.files import atomic_write
 from model.names import LABELS, MODEL_META_FILE
 
 
@@ -44,7 +45,6 @@ def saved_fingerprint(directory: Path) -> str | None:
 
 def update_meta(directory: Path, facts: dict) -> None:
     """Add ``facts`` to the facts file of a model folder, replacing it whole."""
-    path = directory / MODEL_META_FILE
-    partial = path.with_name(path.name + ".part")
-    partial.write_text(json.dumps({**read_meta(directory), **facts}, indent=2))
-    partial.replace(path)
+    merged = {**read_meta(directory), **facts}
+    with atomic_write(directory / MODEL_META_FILE) as file:
+        json.dump(merged, file, indent=2)

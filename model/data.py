@@ -22,10 +22,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from tqdm import tqdm
 
 from model.config import IMDB_BYTES, IMDB_SHA256, Sources, SplitConfig
+from model.files import atomic_write
 from model.names import IMDB_CORPUS, NEGATIVE, POSITIVE, SHORT_LABELS
 
 log = logging.getLogger("textflix")
@@ -156,32 +158,25 @@ def download(url: str, destination: Path, sha256: str | None = None, size: int |
         log.warning("%s %s; downloading it again.", destination, problem)
         destination.unlink()
     destination.parent.mkdir(parents=True, exist_ok=True)
-    partial = destination.with_name(destination.name + ".part")
     try:
-        _fetch(url, partial)
-        if sha256 and (problem := _mismatch(partial, sha256, size)):
-            raise DataError(f"{url}: the download {problem}; it was deleted.")
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    partial.replace(destination)
+        with atomic_write(destination, "wb") as out:
+            _fetch(url, out)
+            if sha256 and (problem := _mismatch(Path(out.name), sha256, size)):
+                raise DataError(f"{url}: the download {problem}; it was deleted.")
+    except OSError as error:
+        raise DataError(f"{url}: download failed ({error}).") from error
     return destination
 
 
-def _fetch(url: str, path: Path) -> None:
-    try:
-        with urllib.request.urlopen(url, timeout=60) as response:
-            expected = int(response.headers.get("Content-Length") or 0) or None
-            with (
-                open(path, "wb") as out,
-                tqdm(total=expected, unit="B", unit_scale=True, desc="Download IMDB") as bar,
-            ):
-                while chunk := response.read(1 << 20):
-                    out.write(chunk)
-                    bar.update(len(chunk))
-    except OSError as error:
-        raise DataError(f"{url}: download failed ({error}).") from error
-    received = path.stat().st_size
+def _fetch(url: str, out: BinaryIO) -> None:
+    with urllib.request.urlopen(url, timeout=60) as response:
+        expected = int(response.headers.get("Content-Length") or 0) or None
+        with tqdm(total=expected, unit="B", unit_scale=True, desc="Download IMDB") as bar:
+            while chunk := response.read(1 << 20):
+                out.write(chunk)
+                bar.update(len(chunk))
+    out.flush()  # for _mismatch, which reads the file back by its name
+    received = out.tell()
     if expected is not None and received != expected:
         raise DataError(f"{url}: download incomplete, {received} of {expected} bytes.")
 

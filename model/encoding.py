@@ -42,19 +42,30 @@ class Encoder:
 
     def __init__(self, tokenizer, max_length: int):
         self.tokenizer = tokenizer
-        self.max_length = max_length
         # The special tokens around a single text ([CLS] … [SEP] for BERT, <s> … </s> for RoBERTa).
         plain = tokenizer("a", add_special_tokens=False)["input_ids"]
         framed = tokenizer("a")["input_ids"]
         at = next(i for i in range(len(framed)) if framed[i : i + len(plain)] == plain)
         self.prefix, self.suffix = framed[:at], framed[at + len(plain) :]
+        self.budget = max_length - len(self.prefix) - len(self.suffix)  # the pieces of a text read at most
 
     def ids(self, texts: list[str]) -> list[list[int]]:
         if not texts:  # the tokenizers fail on an empty batch (a sentence model's texts of no sentences)
             return []
-        budget = self.max_length - len(self.prefix) - len(self.suffix)
         raw = self.tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
-        return [self.prefix + head_and_tail(x, budget) + self.suffix for x in raw]
+        return [self.framed(x) for x in raw]
+
+    def ids_and_starts(self, text: str) -> tuple[list[int], list[int]]:
+        """``ids([text])[0]``, and where in ``text`` each piece read between the special tokens starts,
+        from the same tokenization. Apart from ``ids``: the offsets would lengthen the tokenizing of every
+        batch, and only the word shares need them."""
+        pieces = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        starts = [start for start, _ in head_and_tail(pieces["offset_mapping"], self.budget)]
+        return self.framed(pieces["input_ids"]), starts
+
+    def framed(self, pieces: list[int]) -> list[int]:
+        """A text's token ids as read: cut to head and tail, between the special tokens."""
+        return self.prefix + head_and_tail(pieces, self.budget) + self.suffix
 
     def pad(self, batch: list[list[int]], device: torch.device) -> dict[str, torch.Tensor]:
         padded = self.tokenizer.pad({"input_ids": batch}, return_tensors="pt")

@@ -34,7 +34,7 @@ from model.quality import LOG_ODDS, Quality, ReviewExplanation, assessment, fini
 from model.sentences import Span
 
 ProbaFn = Callable[[list[str]], np.ndarray]
-SentencesProbaFn = Callable[[list[list[str]]], np.ndarray]  # a sentence model's ``proba_of_sentences``
+SentencesProbaFn = Callable[[Sequence[Sequence[str]]], np.ndarray]  # a sentence model's ``proba_of_sentences``
 # With few samples LIME's ridge regression is often ill-conditioned; its fit is still usable.
 warnings.filterwarnings("ignore", category=LinAlgWarning, module="sklearn.linear_model._ridge")
 TARGET = LABELS.index(POSITIVE)  # weights are signed toward "positive"

@@ -42,7 +42,6 @@ from captum.attr import LayerIntegratedGradients
 
 from model.bert import BertClassifier
 from model.config import PER_SENTENCE
-from model.encoding import head_and_tail
 from model.names import TEACHER
 from model.number_format import Int8Linears
 from model.sentences import Span, split_sentences
@@ -143,10 +142,8 @@ def words_in(text: str, span: Span) -> list[tuple[int, int]]:
 def pieces(net: BertClassifier, span: Span) -> tuple[list[int], list[int]]:
     """The token ids ``net`` reads of ``span`` (``Encoder.ids``), and where in the text each piece
     between its special tokens starts."""
-    [ids] = net.encoder.ids([span.text])
-    offsets = net.tokenizer(span.text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    kept = len(ids) - len(net.encoder.prefix) - len(net.encoder.suffix)  # the pieces of a long sentence that are read
-    return ids, [span.start + start for start, _ in head_and_tail(offsets, kept)]
+    ids, starts = net.encoder.ids_and_starts(span.text)
+    return ids, [span.start + start for start in starts]
 
 
 def split_unit(net: BertClassifier, units: Sequence[Unit], served: np.ndarray, text: str, steps: int) -> list[SentenceWords]:

@@ -311,6 +311,13 @@ def test_long_reviews_fit_the_window():
     assert ids[0][-1] == classifier.tokenizer.sep_token_id
 
 
+def test_the_ids_read_come_with_where_each_piece_starts():
+    classifier = BertClassifier.pretrained(BertConfig(base_model=MINILM, max_length=32), resolve_device("cpu"))
+    ids, starts = classifier.encoder.ids_and_starts("word " * 300)  # a piece a word, at 5 characters each
+    assert ids == classifier.encoder.ids(["word " * 300])[0]
+    assert starts == [5 * i for i in (*range(7), *range(277, 300))]  # of 30 pieces, a quarter from the head
+
+
 def test_sentence_lime_signs_follow_the_sentences(nbsvm):
     text = f"{POSITIVE} The film was shown on a Tuesday. {NEGATIVE}"
     sentences = split_sentences(text)

@@ -57,6 +57,7 @@ from model.checkpoints import Checkpoint
 from model.config import AUTO, DISTILL, PLAIN, ConfigGroup, Sources, SplitConfig
 from model.data import Splits, read_file_splits, read_splits
 from model.devices import resolve_device, training_precision
+from model.files import atomic_write
 from model.names import DISPLAY_NAMES, MODELS, TRAIN, items_called
 from model.reviews_file import ReviewsFile
 from model.trained import Classifier, ModelUnavailable, load_trained
@@ -375,10 +376,8 @@ class Pipeline:
         self._log_splits(splits)
         path = s.data_dir / KEPT_SPLITS
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".part")
-        with gzip.open(partial, "wt", encoding="utf-8") as file:
+        with atomic_write(path, "wb") as raw, gzip.open(raw, "wt", encoding="utf-8") as file:
             json.dump({"key": self._file_key(), "splits": splits.as_json()}, file)
-        partial.replace(path)
         return splits
 
     def _kept_splits(self) -> Splits | None:

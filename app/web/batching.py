@@ -23,7 +23,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
@@ -32,10 +32,9 @@ import numpy as np
 from app.web.costs import FULL_TEXT_CHARS
 from app.web.errors import ServerBusy, ServerStopping
 from model.config import SENTENCE_WINDOWS
+from model.explain import ProbaFn, SentencesProbaFn
 
 log = logging.getLogger("textflix")
-ProbaFn = Callable[[list[str]], np.ndarray]
-SentencesProbaFn = Callable[[list[tuple[str, ...]]], np.ndarray]
 # What a caller hands over, by the method it calls: texts (``predict_proba``), or texts given as their
 # sentences (``proba_of_sentences``: LIME's, and the what-if's single sentences, for a sentence model).
 TEXTS, SENTENCES_GIVEN = "texts", "sentences given"

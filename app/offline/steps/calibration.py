@@ -19,6 +19,7 @@ from model.artifacts import read_meta, update_meta
 from model.bert import OFFSET, OFFSET_PER, ONE_SENTENCE_READER, TEMPERATURE, BertClassifier, one_sentence_reader_of
 from model.config import PER_SENTENCE, CalibrationConfig
 from model.data import sample_unlabeled
+from model.files import atomic_write
 from model.metrics import classification_report, fit_offset, fit_temperature, tempered_p_positive
 from model.trained import model_dir
 
@@ -113,8 +114,9 @@ class Calibrate(Step):
             if not path.is_file():
                 model = self.trainer.fit(build, config, [texts[i] for i in fit], [labels[i] for i in fit], False)
                 set_prior_offset(model, unlabeled, share)
-                np.save(path.with_suffix(".part.npy"), model.logits([texts[i] for i in held]))
-                path.with_suffix(".part.npy").replace(path)
+                logits = model.logits([texts[i] for i in held])
+                with atomic_write(path, "wb") as file:
+                    np.save(file, logits)
             scores[held] = np.load(path)
         return scores
 
