@@ -26,6 +26,12 @@ TEXT_OVERHEAD_CHARS = 10  # what a text costs a model call besides its character
 # review 4.2× (18.8 against 4.5 ms), 64 one-sentence texts of 20,000 characters 3.9× (11.0 against
 # 2.8 s), on 2 CPU cores (docs/studies/one-sentence-reader.md).
 READER_COST = 4
+# What BERT's word shares of a sentence (``model.word_shares``: integrated gradients' 32 steps, forward and
+# backward, in float32, one sentence a call on its own copy of BERT) cost against a model pass of its characters:
+# 1.54 CPU s a student's sentence of real reviews (docs/studies/word-shares.md), about 0.13 pass of
+# ``analysis_cost`` (~120 characters and the overhead) at 35.6 CPU ms a pass (17.8 ms on 2 cores,
+# docs/benchmarks/worst-requests.md). A text the teacher reads costs ``READER_COST`` times more (study: 7.6 CPU s).
+WORDS_COST = 330
 # The largest request is admitted only where the measured speed finishes it alone in this share of
 # ``analysis_timeout_s``: the rest is for the small requests beside it, what else the cores are doing
 # and the estimate's error (its model calls are timed once, as the models load).
@@ -47,12 +53,16 @@ def request_cost(
     readers: Sequence[dict[str, str]],
     explain: bool,
     lime: LimeConfig,
+    words: bool = False,
 ) -> int:
     """The model passes the server charges a request of ``texts``, each split into its ``spans`` (needed
     with ``explain``) and read by the networks ``readers`` names (each text's, by model: ``read_by``):
     the texts (``analysis_cost``), what the texts a model hands to its teacher cost more
-    (``reader_cost``) and, with ``explain``, the explanations with their "what if" (``what_if_cost``)."""
+    (``reader_cost``), with ``explain`` the explanations with their "what if" (``what_if_cost``) and
+    with ``words`` BERT's word shares (``words_cost``)."""
     cost = analysis_cost(texts, explain, lime, spans) + reader_cost(texts, readers, explain, lime)
+    if words:
+        cost += words_cost(spans, readers, lime)
     return cost + what_if_cost(texts, lime) if explain else cost
 
 
@@ -93,6 +103,17 @@ def what_if_cost(texts: Sequence[str], lime: LimeConfig) -> int:
     return analysis_cost([text for text in texts for _ in range(FLIP_TRIES + 2)], False, lime)
 
 
+def words_cost(spans: Sequence[Sequence[Span]], readers: Sequence[dict[str, str]], lime: LimeConfig) -> int:
+    """The model passes BERT's word shares of texts split into ``spans`` cost: ``WORDS_COST`` passes of each
+    sentence's characters (``analysis_cost``), ``READER_COST`` times more for a text its teacher reads
+    (``readers``: each text's network by model; ``model.word_shares`` splits its one sentence the same way)."""
+    read_alone = [TEACHER in read.values() for read in readers] if readers else [False] * len(spans)
+    sentences = [
+        span.text for text_spans, alone in zip(spans, read_alone) for span in text_spans for _ in range(READER_COST if alone else 1)
+    ]
+    return WORDS_COST * analysis_cost(sentences, False, lime) if sentences else 0
+
+
 def check_explanation_size(field: str, texts: list[str], settings: Settings) -> None:
     """The characters one request may ask to have explained (the models read them all, in every
     text LIME scores): ``AppError`` (422) naming ``field``. Its sentences, and the model passes its
@@ -125,11 +146,12 @@ def explanation_cost(
     max_sentences: int,
     largest: int,
     seconds_per_pass: float | None = None,
+    words: bool = False,
 ) -> int:
-    """``request_cost`` of explaining ``texts``, split into ``spans``, once it is known that one request may:
-    ``ExplanationTooLarge`` when they have more sentences than ``max_sentences`` (counted first: working
-    out what thousands of sentences cost takes seconds), or cost more than the server takes of one request
-    (``largest``: ``largest_request`` at this machine's ``seconds_per_pass``)."""
+    """``request_cost`` of explaining ``texts``, split into ``spans`` (and with ``words``, BERT's word shares of
+    them), once it is known that one request may: ``ExplanationTooLarge`` when they have more sentences than
+    ``max_sentences`` (counted first: working out what thousands of sentences cost takes seconds), or cost more
+    than the server takes of one request (``largest``: ``largest_request`` at this machine's ``seconds_per_pass``)."""
     count = sum(map(len, spans))
     if count > max_sentences:
         raise ExplanationTooLarge(
@@ -137,16 +159,22 @@ def explanation_cost(
             "(TEXTFLIX_MAX_EXPLAIN_SENTENCES). Send fewer or shorter texts, or leave out the explanations.",
             max_sentences,
         )
-    cost = request_cost(texts, spans, readers, True, lime)
+    cost = request_cost(texts, spans, readers, True, lime, words)
+    what = f"Explaining this{' with its words' if words else ''} ({sum(map(len, texts)):,} characters, {count:,} sentences)"
+    check_largest(cost, largest, seconds_per_pass, what, "or leave out the words" if words else "or leave out the explanations")
+    return cost
+
+
+def check_largest(cost: int, largest: int, seconds_per_pass: float | None, what: str, instead: str) -> None:
+    """``ExplanationTooLarge`` when ``cost`` passes are more than the server takes of one request (``largest``);
+    ``what``: the work, in words; ``instead``: what the client can ask for instead."""
     if cost > largest:
         speed = (
             f", {cost * seconds_per_pass:,.0f} s on this machine at its measured {seconds_per_pass * 1000:.1f} ms a "
             "pass, and one request must finish well within TEXTFLIX_ANALYSIS_TIMEOUT_S" if seconds_per_pass else ""
         )  # fmt: skip
         raise ExplanationTooLarge(
-            f"Explaining this ({sum(map(len, texts)):,} characters, {count:,} sentences) takes "
-            f"{cost:,} model passes of {FULL_TEXT_CHARS:,} characters{speed}; the server takes at most {largest:,} "
-            "at once (TEXTFLIX_MAX_WORK_IN_FLIGHT). Send fewer or shorter texts, or leave out the explanations.",
+            f"{what} takes {cost:,} model passes of {FULL_TEXT_CHARS:,} characters{speed}; the server takes at most "
+            f"{largest:,} at once (TEXTFLIX_MAX_WORK_IN_FLIGHT). Send fewer or shorter texts, {instead}.",
             largest,
         )
-    return cost
