@@ -82,14 +82,14 @@ def test_the_one_sentence_text_the_teacher_reads_splits_too(build):
 
 
 def test_a_request_whose_words_cost_more_than_the_server_takes_is_refused_saying_so(build):
-    with served(build, max_work_in_flight=200, small_work_in_flight=0) as url, httpx.Client(base_url=url, timeout=300) as client:
+    with served(build, max_work_in_flight=20, small_work_in_flight=0) as url, httpx.Client(base_url=url, timeout=300) as client:
         assert client.post("/api/predict", json={"texts": [REVIEW], "explain": True}).status_code == 200
         refused = client.post("/api/predict", json={"texts": [REVIEW], "explain": True, "words": True})
         review = client.post("/api/reviews/1/words", json={})
     assert refused.status_code == 422 and review.status_code == 422
     for response, field in ((refused, "texts"), (review, "review_id")):
         [problem] = response.json()["detail"]
-        assert problem["field"] == field and problem["limit"] <= 200
+        assert problem["field"] == field and problem["limit"] <= 20
         assert "words" in problem["message"] and "TEXTFLIX_MAX_WORK_IN_FLIGHT" in problem["message"], problem
     assert word_rows(build) == 0
 

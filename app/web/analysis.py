@@ -402,7 +402,7 @@ class ModelAnalyzer:
         """BERT's word shares of a stored review's ``text``, cut into its stored ``spans``, admitted as a request
         (``app.web.costs.words_cost``): ``ExplanationTooLarge`` when they cost more than the server takes of one."""
         readers = [{name: read_by(spans) for name, read_by in self.read_by.items()}]
-        cost = words_cost([spans], readers, self.settings.group(LimeConfig))
+        cost = words_cost([spans], readers)
         check_largest(
             cost, self.work.largest_request, self.seconds_per_pass,
             f"BERT's words of this review ({len(text):,} characters, {len(spans):,} sentences)", "or a shorter review",

@@ -26,11 +26,12 @@ TEXT_OVERHEAD_CHARS = 10  # what a text costs a model call besides its character
 # review 4.2× (18.8 against 4.5 ms), 64 one-sentence texts of 20,000 characters 3.9× (11.0 against
 # 2.8 s), on 2 CPU cores (docs/studies/one-sentence-reader.md).
 READER_COST = 4
-# What BERT's word shares of a sentence (``model.word_shares``: integrated gradients' 32 steps, forward and
-# backward, in float32, one sentence a call on its own copy of BERT) cost against a model pass of its characters:
-# 1.54 CPU s a student's sentence of real reviews (docs/studies/word-shares.md), about 0.13 pass of
-# ``analysis_cost`` (~120 characters and the overhead) at 35.6 CPU ms a pass (17.8 ms on 2 cores,
-# docs/benchmarks/worst-requests.md). A text the teacher reads costs ``READER_COST`` times more (study: 7.6 CPU s).
+# What BERT's word shares (``model.word_shares``: integrated gradients' 32 steps, forward and backward, in
+# float32, one sentence a call on its own copy of BERT) cost in model passes a full-length text of sentences:
+# the study's 1.54 CPU s a student's sentence of real reviews (docs/studies/word-shares.md; ~0.13 full-length
+# text with its overhead) at 35.6 CPU ms a pass (17.8 ms on 2 cores, docs/benchmarks/worst-requests.md); over
+# HTTP, 212 to 423 (docs/api.md: the added seconds of 4 and 15 sentences at the pass the server timed). A text
+# the teacher reads costs ``READER_COST`` times more (study: 7.6 CPU s, 4.9 times a student's sentence).
 WORDS_COST = 330
 # The largest request is admitted only where the measured speed finishes it alone in this share of
 # ``analysis_timeout_s``: the rest is for the small requests beside it, what else the cores are doing
@@ -62,7 +63,7 @@ def request_cost(
     with ``words`` BERT's word shares (``words_cost``)."""
     cost = analysis_cost(texts, explain, lime, spans) + reader_cost(texts, readers, explain, lime)
     if words:
-        cost += words_cost(spans, readers, lime)
+        cost += words_cost(spans, readers)
     return cost + what_if_cost(texts, lime) if explain else cost
 
 
@@ -83,7 +84,12 @@ def analysis_cost(
         for text, spans in zip(texts, sentences, strict=True):
             more_texts, more_chars = expected_work(text, spans, lime)
             count, chars = count + more_texts, chars + more_chars
-    return math.ceil((chars + TEXT_OVERHEAD_CHARS * count) / FULL_TEXT_CHARS)
+    return math.ceil(full_texts(count, chars))
+
+
+def full_texts(count: float, chars: float) -> float:
+    """What ``count`` texts of ``chars`` characters in all are in full-length texts, each counting ``TEXT_OVERHEAD_CHARS`` more."""
+    return (chars + TEXT_OVERHEAD_CHARS * count) / FULL_TEXT_CHARS
 
 
 def reader_cost(texts: Sequence[str], readers: Sequence[dict[str, str]], explain: bool, lime: LimeConfig) -> int:
@@ -103,15 +109,15 @@ def what_if_cost(texts: Sequence[str], lime: LimeConfig) -> int:
     return analysis_cost([text for text in texts for _ in range(FLIP_TRIES + 2)], False, lime)
 
 
-def words_cost(spans: Sequence[Sequence[Span]], readers: Sequence[dict[str, str]], lime: LimeConfig) -> int:
-    """The model passes BERT's word shares of texts split into ``spans`` cost: ``WORDS_COST`` passes of each
-    sentence's characters (``analysis_cost``), ``READER_COST`` times more for a text its teacher reads
-    (``readers``: each text's network by model; ``model.word_shares`` splits its one sentence the same way)."""
-    read_alone = [TEACHER in read.values() for read in readers] if readers else [False] * len(spans)
-    sentences = [
-        span.text for text_spans, alone in zip(spans, read_alone) for span in text_spans for _ in range(READER_COST if alone else 1)
-    ]
-    return WORDS_COST * analysis_cost(sentences, False, lime) if sentences else 0
+def words_cost(spans: Sequence[Sequence[Span]], readers: Sequence[dict[str, str]]) -> int:
+    """The model passes BERT's word shares of texts split into ``spans`` cost: ``WORDS_COST`` passes a full-length
+    text of their sentences (``full_texts``), ``READER_COST`` times more for a text its teacher reads (``readers``:
+    each text's network by model; ``model.word_shares`` splits its one sentence the same way)."""
+    units = 0.0
+    for text_spans, read in zip(spans, readers, strict=True):
+        sentences = full_texts(len(text_spans), sum(len(span.text) for span in text_spans))
+        units += sentences * (READER_COST if TEACHER in read.values() else 1)
+    return math.ceil(WORDS_COST * units)
 
 
 def check_explanation_size(field: str, texts: list[str], settings: Settings) -> None:

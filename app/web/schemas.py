@@ -355,7 +355,7 @@ class ExportSentence(BaseModel):
         description="LIME weight per model, signed toward positive, in the space `quality.target` names (log-odds by default)."
     )
     words: dict[str, list[WordShare]] | None = Field(
-        description="BERT's words with their shares of the sentence's contribution, where computed; null where not."
+        None, description="BERT's words with their shares of the sentence's contribution, where computed; null where not."
     )
 
 
