@@ -7,14 +7,18 @@ copy of its models and a fresh fixture database, served by uvicorn in a thread.
 
 import asyncio
 import json
+import shutil
 import sqlite3
 
 import httpx
 import pytest
+import torch
 from sqlalchemy.orm import Session
 
 from app.db import Review, make_engine
 from app.web.main import create_app
+from model.bert import BertClassifier
+from model.config import MINILM, BertConfig
 from tests.conftest import serve_in_thread
 from tests.test_analysis_answers import add_teacher, copy_build
 from tests.test_api import REVIEW, api_settings
@@ -134,4 +138,32 @@ def test_deleting_a_review_deletes_its_words(build):
     with Session(engine) as session:
         session.delete(session.get(Review, 2))
         session.commit()
+    assert word_rows(build) == 0
+
+
+def test_a_server_with_int8_bert_computes_words_on_its_own_float_copy(build):
+    """Integrated gradients need a network with gradients: an int8 server's words are its float copy's, which add
+    up to the float network's contributions (the int8 ones differ by the quantization's error; docs/api.md)."""
+    answers = []
+    for int8 in (False, True):
+        with served(build, cpu_int8=int8) as url:
+            response = httpx.post(f"{url}/api/predict", json={"texts": [REVIEW], "explain": True, "words": True}, timeout=300)
+        assert response.status_code == 200, response.text
+        answers.append(response.json()["results"][0]["sentences"])
+    float32, int8 = answers
+    for sentence, same in zip(float32, int8, strict=True):
+        check_words_add_up(REVIEW, sentence)
+        assert [w["share"] for w in same["words"]["bert"]] == pytest.approx([w["share"] for w in sentence["words"]["bert"]], abs=2e-3)
+
+
+def test_a_bert_that_reads_a_text_whole_has_no_words_for_it_and_says_so_for_a_review(build):
+    shutil.rmtree(build / "models" / "bert")
+    whole = BertClassifier.pretrained(BertConfig(base_model=MINILM, max_length=64, pooling="cls", seed=3), torch.device("cpu"))
+    whole.save(build / "models" / "bert")
+    with served(build) as url, httpx.Client(base_url=url, timeout=300) as client:
+        response = client.post("/api/predict", json={"texts": [REVIEW], "explain": True, "words": True})
+        review = client.post("/api/reviews/1/words", json={})
+    assert response.status_code == 200, response.text
+    assert all("words" not in sentence for sentence in response.json()["results"][0]["sentences"])
+    assert review.status_code == 409 and "reads a review of several sentences whole" in review.text
     assert word_rows(build) == 0

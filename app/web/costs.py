@@ -5,7 +5,8 @@ and the checks of what one request may have explained.
 A model pass is a full-length text, ``FULL_TEXT_CHARS`` characters (each text counts
 ``TEXT_OVERHEAD_CHARS`` more), per model. A request is charged its texts once, each explained text
 the distinct texts its explanation scores and its "what if" re-scores, and the texts a model hands
-to its teacher what the teacher's reading costs more. ``app.web.analysis`` reserves the charge from
+to its teacher what the teacher's reading costs more, and BERT's word shares what their integrated
+gradients cost (``words_cost``). ``app.web.analysis`` reserves the charge from
 its ``WorkLimiter`` (``app.web.batching``), which admits work but does not price it;
 ``scripts/bench_load.py`` prices its requests with the same ``request_cost``.
 """

@@ -24,8 +24,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from app.db import Explanation, Movie, Review
-from app.word_rows import with_words, words_by_sentence
 from app.web.queries.rows import explanation_record, review_rows, sentences_by_review, words_by_review
+from app.word_rows import with_words, words_by_sentence
 from model.names import CATALOGUE, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL
 from model.quality import QUALITY_FIELDS
 

@@ -3,6 +3,7 @@
 
 import asyncio
 import threading
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response, Security
@@ -143,7 +144,7 @@ async def review_words(
                 "its words can be computed once it has.",
             )  # fmt: skip
         require_models(analyzer)
-        compute = lambda: computed_words(engine, write_lock, analyzer, text, sentence_ids, spans)  # noqa: E731
+        compute = partial(computed_words, engine, write_lock, analyzer, text, sentence_ids, spans)
         computed = await while_connected(request, "review_id", first_view(request.app.state.first_views, review_id, compute))
     sentences = await run_in_threadpool(sentences_with_words, engine, review_id)
     return ReviewWords(review_id=review_id, url=f"/reviews/{review_id}", computed=computed, sentences=sentences)

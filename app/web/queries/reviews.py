@@ -8,7 +8,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db import Explanation, Movie
-from app.word_rows import with_words, words_by_sentence
 from app.web.catalogue_cache import kept
 from app.web.queries.rows import (
     display_title,
@@ -20,6 +19,7 @@ from app.web.queries.rows import (
 )
 from app.web.queries.summaries import confidence_of, summaries
 from app.web.view import View
+from app.word_rows import with_words, words_by_sentence
 from model.names import MODELS, NEGATIVE, POSITIVE
 
 
