@@ -402,7 +402,7 @@ def test_analyze_updates_as_you_type_with_the_waterfall_and_the_flip_set(browser
 class SlowFirstAnalyzer(FakeAnalyzer):
     """The stand-in analyzer, two seconds slow on a text that says "slowly"."""
 
-    async def analyze(self, texts: list[str], explain: bool) -> list[dict]:
+    async def analyze(self, texts: list[str], explain: bool, words: bool = False) -> list[dict]:
         if any("slowly" in text for text in texts):
             await asyncio.sleep(2)
         return await super().analyze(texts, explain)

@@ -810,7 +810,7 @@ def test_analyze_shows_both_models_and_highlights(analyzer_client):
 class ExplainingAnalyzer(FakeAnalyzer):
     """The stand-in analyzer with the explanation figures the real one returns: BERT's weak."""
 
-    async def analyze(self, texts, explain):
+    async def analyze(self, texts, explain, words=False):
         results = await super().analyze(texts, explain)
         explanations = {}
         for model, score, stability in (("bert", 0.1, 0.3), ("nbsvm", 0.9, 0.95)):

@@ -125,6 +125,15 @@ def test_the_api_answers_with_nbsvm_and_marks_bert_pending(pending):
     assert health["models"] == {"nbsvm": True, "bert": False} and health["models_problem"] == LINE
 
 
+def test_words_asked_while_bert_is_pending_are_absent_and_a_reviews_are_refused_saying_why(pending):
+    client, url = pending
+    [explained] = client.post("/api/predict", json={"texts": [TEXT], "explain": True, "words": True}).json()["results"]
+    assert explained["explanations"]["bert"] == PENDING_BERT and all("words" not in s for s in explained["sentences"])
+    refused = client.post("/api/reviews/1/words", json={})
+    assert refused.status_code == 503 and "BERT is not loaded (the build is at its pseudo_label step)" in refused.text
+    assert rows(url, "SELECT COUNT(*) FROM word_shares") == [(0,)]
+
+
 def test_a_review_stored_while_bert_is_pending_gets_bert_once_it_is_ready(pending):
     client, url = pending
     answer = client.post("/api/reviews", json={"text": TEXT, "title_id": "tt0100002", "label": "positive"})

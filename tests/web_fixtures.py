@@ -565,7 +565,7 @@ class FakeAnalyzer:
     async def stop(self) -> None:
         pass
 
-    async def analyze(self, texts: list[str], explain: bool) -> list[Analysis]:
+    async def analyze(self, texts: list[str], explain: bool, words: bool = False) -> list[Analysis]:
         import re
 
         self.calls.append((texts, explain))

@@ -31,7 +31,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -39,12 +40,16 @@ from app.settings import Settings
 from app.web import whatif
 from app.web.analysis_types import Analysis, AnalysisExplanation, AnalyzedSentence, ModelPrediction, PendingModel
 from app.web.batching import BACKGROUND, CALL_WEIGHT, MicroBatcher, ProbaFn, SentencesProbaFn, WorkLimiter
-from app.web.costs import analysis_cost, explanation_cost, largest_request, request_cost
+from app.web.costs import analysis_cost, check_largest, explanation_cost, largest_request, request_cost, words_cost
 from app.web.limits import off_the_loop
+from app.web.word_sharing import WordSharer, served_words
 from model.config import LimeConfig
-from model.names import DISPLAY_NAMES, MODELS, label_of
+from model.names import BERT, DISPLAY_NAMES, MODELS, label_of
 from model.quality import ReviewExplanation
 from model.sentences import Span, sentence_spans
+
+if TYPE_CHECKING:
+    from model.word_shares import SentenceWords
 
 log = logging.getLogger("textflix")
 # The shape of the model calls timed for the machine's speed: LIME's texts of the largest explanation the
@@ -57,11 +62,12 @@ SPEED_TRIES = 3  # the call is timed this many times and the fastest kept: the m
 def analysis_of(
     text: str, spans: Sequence[Span] | None, p_positive: Mapping[str, float], read_by: Mapping[str, str],
     explanations: Mapping[str, ReviewExplanation], what_ifs: Mapping[str, "whatif.WhatIf"],
-    pending: Mapping[str, PendingModel],
+    pending: Mapping[str, PendingModel], words: Sequence["SentenceWords"] | None = None,
 ) -> Analysis:
     """The one value of ``text``'s analysis: each model's prediction (``p_positive``, the network that read it
     when ``read_by`` says), or what a ``pending`` model says; explained (``spans`` not None), its sentences
-    with each model's weight and exact share, and each model's explanation with its "what if"."""
+    with each model's weight and exact share (and BERT's ``words`` of each, when given), and each model's
+    explanation with its "what if"."""
     predictions = {
         model: pending.get(model) or ModelPrediction(
             label=label_of(p_positive[model]), p_positive=p_positive[model],
@@ -77,6 +83,7 @@ def analysis_of(
             text=span.text, start=span.start, end=span.end,
             weights={model: explanations[model].weights[i] if model in explanations else None for model in MODELS},
             **({"contributions": {model: shares[i] for model, shares in exact.items()}} if exact else {}),
+            **({"words": {BERT: served_words(words[i])}} if words is not None else {}),
         )
         for i, span in enumerate(spans)
     ]  # fmt: skip
@@ -92,7 +99,7 @@ class Analyzer(Protocol):
 
     problem: str | None  # why it cannot analyse (the models are not loaded), or None
 
-    async def analyze(self, texts: list[str], explain: bool) -> list[Analysis]: ...
+    async def analyze(self, texts: list[str], explain: bool, words: bool = False) -> list[Analysis]: ...
 
     def info(self) -> dict: ...
 
@@ -107,7 +114,7 @@ class NoModels:
     def __init__(self, problem: str):
         self.problem = problem
 
-    async def analyze(self, texts: list[str], explain: bool) -> list[Analysis]:
+    async def analyze(self, texts: list[str], explain: bool, words: bool = False) -> list[Analysis]:
         raise RuntimeError(self.problem)  # callers check ``problem`` first
 
     def info(self) -> dict:
@@ -124,7 +131,8 @@ def load_analyzer(settings: Settings, models: tuple[str, ...] = MODELS) -> Analy
     """``models`` (all by default) from ``settings.models_dir`` behind a ``ModelAnalyzer``, or ``NoModels``
     saying why not."""
     from model.devices import resolve_device
-    from model.trained import ModelUnavailable, load_trained
+    from model.served import load_served
+    from model.trained import ModelUnavailable, load_trained, model_dir
 
     started = time.perf_counter()
     if settings.inference_threads:
@@ -156,6 +164,8 @@ def load_analyzer(settings: Settings, models: tuple[str, ...] = MODELS) -> Analy
         os.getpid(), f"{peak_memory_mb():,.0f}",
     )  # fmt: skip
     analyzer = analyzer_of(loaded, settings, name, call_weight, seconds_per_pass)
+    if BERT in loaded:  # its own copy, for Captum to differentiate (``app.web.word_sharing``), loaded when first asked
+        analyzer.words = WordSharer(partial(load_served, model_dir(settings.models_dir, BERT), device, settings.inference_max_tokens))
     log.info("Limits on this machine: %s.", limits_line(analyzer.info()["limits"]))
     return analyzer
 
@@ -303,6 +313,7 @@ class ModelAnalyzer:
         largest = largest_request(settings, seconds_per_pass)
         self.work = WorkLimiter(settings.max_work_in_flight, settings.small_work_in_flight, largest)
         self._lime: ThreadPoolExecutor | None = None
+        self.words: WordSharer | None = None  # BERT's word shares, where BERT is loaded (``load_analyzer``)
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -316,6 +327,8 @@ class ModelAnalyzer:
         if self._lime is not None:
             self._lime.shutdown(wait=False, cancel_futures=True)
             self._lime = None
+        if self.words is not None:
+            self.words.stop()
 
     def info(self) -> dict:
         return {
@@ -348,12 +361,14 @@ class ModelAnalyzer:
         return {name: p[:, 1] for name, p in zip(names, probs)}
 
     async def analyze(
-        self, texts: list[str], explain: bool, pending: Mapping[str, PendingModel] | None = None
+        self, texts: list[str], explain: bool, pending: Mapping[str, PendingModel] | None = None, words: bool = False
     ) -> list[Analysis]:
         """Both models' analysis of ``texts`` (``analysis_of``; each model not loaded says what ``pending``
-        says of it); ``ServerBusy`` when over capacity, ``ExplanationTooLarge`` when the texts have more
-        sentences than one request may explain, or their explanations more work than the server takes at once."""
+        says of it), explained with BERT's ``words`` where it is loaded; ``ServerBusy`` when over capacity,
+        ``ExplanationTooLarge`` when the texts have more sentences than one request may explain, or their
+        explanations more work than the server takes at once."""
         texts, lime, pending = list(texts), self.settings.group(LimeConfig), pending or {}
+        words = words and explain and self.words is not None
         spans, readers = None, [{} for _ in texts]
         # The texts' own passes first, before they are split (a request refused then costs no splitting: 64
         # texts take seconds), then what their readers add, then their explanations' once the texts are checked.
@@ -363,11 +378,12 @@ class ModelAnalyzer:
                 reserve(request_cost(texts, spans, readers, False, lime))
             if explain:  # side by side, so the texts and LIME's samples can share model calls
                 largest, sentences = self.work.largest_request, self.settings.max_explain_sentences
-                reserve(explanation_cost(texts, spans, readers, lime, sentences, largest, self.seconds_per_pass))
+                reserve(explanation_cost(texts, spans, readers, lime, sentences, largest, self.seconds_per_pass, words))
                 p_positive, *explanations = await asyncio.gather(
                     self.predict(texts), *(self.explain(text, text_spans) for text, text_spans in zip(texts, spans))
                 )
                 what_ifs = await self._what_ifs(texts, spans, readers, p_positive, explanations)
+                shares = [await self.words.shares(text, text_spans) for text, text_spans in zip(texts, spans)] if words else None
             else:
                 p_positive, explanations, what_ifs = await self.predict(texts), [{} for _ in texts], [{} for _ in texts]
         reported = [  # an exact model reports the probability its sentences' shares add up to
@@ -377,10 +393,22 @@ class ModelAnalyzer:
         return [
             analysis_of(
                 text, spans[index] if explain else None, reported[index], readers[index], explanations[index],
-                what_ifs[index], pending,
+                what_ifs[index], pending, shares[index] if words else None,
             )
             for index, text in enumerate(texts)
         ]  # fmt: skip
+
+    async def review_words(self, text: str, spans: list[Span]) -> "list[SentenceWords] | None":
+        """BERT's word shares of a stored review's ``text``, cut into its stored ``spans``, admitted as a request
+        (``app.web.costs.words_cost``): ``ExplanationTooLarge`` when they cost more than the server takes of one."""
+        readers = [{name: read_by(spans) for name, read_by in self.read_by.items()}]
+        cost = words_cost([spans], readers)
+        check_largest(
+            cost, self.work.largest_request, self.seconds_per_pass,
+            f"BERT's words of this review ({len(text):,} characters, {len(spans):,} sentences)", "or a shorter review",
+        )  # fmt: skip
+        async with self.work.admit(cost):
+            return await self.words.shares(text, spans)
 
     def _read(self, texts: list[str], explain: bool) -> tuple[list[list[Span]] | None, list[dict[str, str]]]:
         """Each text split once (pure Python, slow for long texts: run it off the event loop): its sentences,

@@ -6,7 +6,8 @@ start-up. Tests swap the analyzer with ``app.dependency_overrides[get_analyzer]`
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 
 from fastapi import Depends, Request
 from sqlalchemy.engine import Engine
@@ -20,6 +21,7 @@ from app.web.costs import ExplanationTooLarge
 from app.web.errors import AnalysisTooLong, AppError, ClientGone, DatabaseUnavailable, ModelsUnavailable
 from app.web.view import Items
 
+T = TypeVar("T")
 DISCONNECT_POLL_S = 0.25  # how often a running analysis looks whether its client is still there
 
 
@@ -80,15 +82,20 @@ def require_models(analyzer: Analyzer) -> None:
 
 
 async def analyze_while_connected(
-    request: Request, analyzer: Analyzer, field: str, texts: list[str], explain: bool
+    request: Request, analyzer: Analyzer, field: str, texts: list[str], explain: bool, words: bool = False
 ) -> list[Analysis]:
-    """``analyzer.analyze``, cancelled as soon as the client goes away (``ClientGone``) or the analysis
-    runs past ``analysis_timeout_s`` (``AnalysisTooLong``); an explanation over the budget is a 422
-    naming ``field``, the body field of the texts."""
+    """``analyzer.analyze`` (with BERT's ``words``), ``while_connected``."""
+    return await while_connected(request, field, analyzer.analyze(texts, explain, words=words))
+
+
+async def while_connected(request: Request, field: str, work: Awaitable[T]) -> T:
+    """``work``, cancelled as soon as the client goes away (``ClientGone``) or it runs past
+    ``analysis_timeout_s`` (``AnalysisTooLong``); an explanation over the budget is a 422
+    naming ``field``, the field of the texts."""
     limit = request.app.state.settings.analysis_timeout_s
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit if limit else None
-    task = asyncio.ensure_future(analyzer.analyze(texts, explain))
+    task = asyncio.ensure_future(work)
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)

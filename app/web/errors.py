@@ -282,6 +282,7 @@ def error_responses(*statuses: int) -> dict:
         401: "A token is required (TEXTFLIX_API_TOKEN is set) and the Authorization header has none.",
         403: "The bearer token is wrong, or the server takes no anonymous writes.",
         404: "No such title or review in the catalogue.",
+        409: "The review's words cannot be computed yet, or by this build's BERT; the message says why.",
         413: "The body is over the size limit.",
         415: "The body is not sent as application/json.",
         422: "A field is missing, of the wrong type, or over a limit; `field` names it.",

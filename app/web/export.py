@@ -4,7 +4,7 @@ One source for ``textflix export`` and ``GET /api/export.jsonl``. The catalogue 
 test reviews and user reviews) is exported; training and evaluation reviews are not,
 since they have no sentences or explanations. Reviews are read in id order,
 ``CHUNK_SIZE`` at a time: each chunk starts after the last id of the one before (keyset
-pagination) and its predictions, sentences, words and explanations come with one
+pagination) and its predictions, sentences (with BERT's word shares), words and explanations come with one
 ``IN`` query each, in a session of its own, so memory stays the same whatever the
 number of reviews and no read transaction stays open for the whole export.
 
@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from app.db import Explanation, Movie, Review
 from app.web.queries.rows import explanation_record, review_rows, sentences_by_review, words_by_review
+from app.word_rows import with_words, words_by_sentence
 from model.names import CATALOGUE, MODELS, SENTENCE, WORD, WORD_LEVEL_MODEL
 from model.quality import QUALITY_FIELDS
 
@@ -66,7 +67,7 @@ def export_rows(engine: Engine, chunk_size: int = CHUNK_SIZE) -> Iterator[dict]:
 
 
 def chunk_rows(session: Session, ids: list[int]) -> list[dict]:
-    """The export rows of the reviews ``ids``: five queries, whatever their number."""
+    """The export rows of the reviews ``ids``: six queries, whatever their number."""
     reviews = review_rows(session, "reviews", {"ids": ids}, text=True)
     titles = dict(
         session.execute(
@@ -74,6 +75,7 @@ def chunk_rows(session: Session, ids: list[int]) -> list[dict]:
         ).all()
     )
     sentences = sentences_by_review(session, "reviews", {"ids": ids})
+    shares = words_by_sentence(session, ids)
     words = words_by_review(session, "reviews", {"ids": ids})
     explanations: dict[int, dict] = defaultdict(dict)
     word_fits: dict[int, dict] = {}
@@ -91,7 +93,7 @@ def chunk_rows(session: Session, ids: list[int]) -> list[dict]:
             {
                 **{name: review[name] for name in REVIEW_FIELDS},
                 "predictions": review["predictions"],
-                "sentences": sentences.get(review_id, []),
+                "sentences": with_words(review_id, sentences.get(review_id, []), shares),
                 "words": words.get(review_id, []),
                 "explanations": {m: explanations[review_id][m] for m in MODELS if m in explanations[review_id]},
                 "word_explanation": word_fits.get(review_id),

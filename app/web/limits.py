@@ -97,6 +97,12 @@ def posted_texts(texts: list[str], settings: Settings) -> list[str]:
     return texts
 
 
+def check_words(words: bool, explain: bool) -> None:
+    """BERT's words are asked for with the explanation whose sentence shares they split: ``AppError`` (422) otherwise."""
+    if words and not explain:
+        raise AppError.one(422, "words", "`words` needs `explain`: a sentence's words share out its explained contribution.")
+
+
 def check_identifier(field: str, value: str | None, max_chars: int = IDENTIFIER_MAX_CHARS) -> None:
     """Short identifier fields: a sane length and valid Unicode."""
     if value is None:

@@ -68,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.export_lock = threading.Lock()  # one export at a time: each reads the whole database
     app.state.build = BuildWatch()  # what the build has made ready, as the analyzer last read it
     app.state.analyzer = None  # started at start-up, see lifespan
+    app.state.first_views = {}  # review id: the computation of its words under way (``app.web.api.reviews``)
 
     pages.install(app)
     api.install(app)

@@ -100,6 +100,7 @@ router = APIRouter(include_in_schema=False)
 
 MAX_PAGE = 1_000_000  # as the API's page numbers
 MAX_SEARCH_CHARS = 200
+FORM_BOOLEANS = {"on": True, "true": True, "1": True, "false": False, "0": False, "": False}
 
 
 def page_number(request: Request) -> int:
@@ -208,9 +209,9 @@ def rationale_page(
     return respond(request, "rationale.html", page, view, items)
 
 
-async def _analyze(request: Request, analyzer: Analyzer, text: str) -> dict:
-    """Both models on one text, as the page shows them."""
-    [analysis] = await analyze_while_connected(request, analyzer, "text", [text], True)
+async def _analyze(request: Request, analyzer: Analyzer, text: str, words: bool = False) -> dict:
+    """Both models on one text, as the page shows them (with BERT's ``words`` in its sentences)."""
+    [analysis] = await analyze_while_connected(request, analyzer, "text", [text], True, words)
     # as the API answers them, with the fields each has (``exclude_unset``: an explanation not exact has no start)
     predictions = {model: p.model_dump(exclude_unset=True) for model, p in analysis.analysed_predictions().items()}
     for prediction in predictions.values():
@@ -251,6 +252,15 @@ async def _submitted(request: Request) -> dict:
     return body if isinstance(body, dict) else {}
 
 
+def words_asked(value) -> bool:
+    """The posted ``words`` field: JSON's true or false, or a form's checkbox ("on", "true", "1"; absent, "false", "0")."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in FORM_BOOLEANS:
+        return FORM_BOOLEANS[value.lower()]
+    raise AppError.one(422, "words", "`words` is true or false: whether to add BERT's word shares to the sentences.")
+
+
 def _cleaned(text: str, clean: bool) -> tuple[str, str]:
     """The posted ``text``, cleaned (when ``clean``) as the API's texts and the catalogue's reviews are, and as
     the form gives it back, printable; off the event loop, as both read every character."""
@@ -278,7 +288,7 @@ async def _analysis(request: Request, analyzer: Analyzer, settings: Settings, da
     if problems := text_problems("text", text, settings):
         raise AppError(422, problems)
     check_explanation_size("text", [text], settings)
-    data["result"] = await _analyze(request, analyzer, text)
+    data["result"] = await _analyze(request, analyzer, text, words_asked(fields.get("words", False)))
 
 
 @router.api_route("/analyze", methods=["GET", "POST"])

@@ -18,6 +18,7 @@ of a review stored before it listed its reviews, which the server must not have 
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -27,9 +28,13 @@ from app.settings import Settings
 from app.web.analysis import Analyzer, NoModels, analysis_of
 from app.web.analysis_types import Analysis, PendingModel
 from app.web.build_state import BuildWatch, pending_entry
+from app.web.errors import AppError
 from app.web.store import fill_in_model, lacking_model
-from model.names import DISPLAY_NAMES, MODELS
-from model.sentences import sentence_spans
+from model.names import BERT, DISPLAY_NAMES, MODELS
+from model.sentences import Span, sentence_spans
+
+if TYPE_CHECKING:
+    from model.word_shares import SentenceWords
 
 log = logging.getLogger("textflix")
 STOP_GRACE_S = 120.0  # the analyzer swapped out stops this long after (its analyses under way finish first)
@@ -161,13 +166,25 @@ class ReadyAnalyzer:
 
     # -- analysis --------------------------------------------------------------
 
-    async def analyze(self, texts: list[str], explain: bool) -> list[Analysis]:
-        """The loaded models' analysis of ``texts`` (``ModelAnalyzer.analyze``), each other model pending."""
+    async def analyze(self, texts: list[str], explain: bool, words: bool = False) -> list[Analysis]:
+        """The loaded models' analysis of ``texts`` (``ModelAnalyzer.analyze``), each other model pending (and
+        BERT's ``words`` absent while it is)."""
         inner, loaded, state = self.inner, self.loaded, self.watch.state
         pending = {model: PendingModel(**pending_entry(state, model)) for model in MODELS if model not in loaded}
         if inner is not None:
-            return await inner.analyze(texts, explain, pending)
+            return await inner.analyze(texts, explain, pending, words)
         return await run_in_threadpool(unanalysed, texts, explain, pending)
+
+    async def review_words(self, text: str, spans: list[Span]) -> "list[SentenceWords] | None":
+        """BERT's word shares of a stored review (``ModelAnalyzer.review_words``); ``AppError`` (503) while BERT is pending."""
+        inner = self.inner
+        if inner is None or getattr(inner, "words", None) is None:
+            step = self.watch.state.running_step
+            where = f"the build is at its {step} step" if step else "no build has made it ready"
+            raise AppError.one(
+                503, None, f"{DISPLAY_NAMES[BERT]} is not loaded ({where}): its words can be computed once it is.",
+            )  # fmt: skip
+        return await inner.review_words(text, spans)
 
 
 def unanalysed(texts: list[str], explain: bool, pending: Mapping[str, PendingModel]) -> list[Analysis]:

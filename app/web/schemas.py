@@ -20,7 +20,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from app.web.analysis_types import Analysis, ExplanationInfo, Label, LimeFit, PredictedLabel
+from app.web.analysis_types import Analysis, ExplanationInfo, Label, LimeFit, PredictedLabel, WordShare
 
 # A posted review, as posted: the routes check its length, then clean it as the archive's are when they are
 # read (``app.web.limits.posted_text``, ``model.data.clean_text``: the C1 characters mapped through
@@ -77,6 +77,10 @@ class PredictRequest(Strict):
         examples=[["A wonderful, moving film. The ending drags a little."]],
     )
     explain: StrictBool = Field(False, description="Also return sentence-level LIME weights (slower).")
+    words: StrictBool = Field(
+        False, description="With `explain`: also BERT's word shares of each sentence (`sentences[i].words.bert`), "
+        "computed by integrated gradients (much slower: about 1.5 CPU s a sentence; docs/api.md); needs `explain`.",
+    )
 
 
 class ReviewRequest(Strict):
@@ -191,6 +195,10 @@ class StoredSentence(Open):
     end: int
     text: str
     weights: dict[str, float]
+    words: dict[str, list[WordShare]] | None = Field(
+        None, description="BERT's words of the sentence with their shares of its contribution, once computed "
+        "(POST /api/reviews/{id}/words); null before.",
+    )
 
 
 class ReviewItem(Open):
@@ -235,6 +243,16 @@ class WordWeightOut(BaseModel):
 class ExplanationRecord(ExplanationInfo):
     model: str
     level: str
+
+
+class ReviewWords(BaseModel):
+    review_id: int
+    url: str
+    computed: bool = Field(
+        description="Whether the words were computed for this request (the review's first view, or one at the same "
+        "time); false when they were read as stored."
+    )
+    sentences: list[StoredSentence] = Field(description="The review's sentences, each with BERT's `words`.")
 
 
 class ReviewDetail(BaseModel):
@@ -335,6 +353,9 @@ class ExportSentence(BaseModel):
     text: str
     weights: dict[str, float] = Field(
         description="LIME weight per model, signed toward positive, in the space `quality.target` names (log-odds by default)."
+    )
+    words: dict[str, list[WordShare]] | None = Field(
+        None, description="BERT's words with their shares of the sentence's contribution, where computed; null where not."
     )
 
 

@@ -19,6 +19,7 @@ from app.web.queries.rows import (
 )
 from app.web.queries.summaries import confidence_of, summaries
 from app.web.view import View
+from app.word_rows import with_words, words_by_sentence
 from model.names import MODELS, NEGATIVE, POSITIVE
 
 
@@ -115,6 +116,7 @@ def review_page(session: Session, review_id: int, view: View, imdb: bool) -> dic
         return None
     row = rows[0]
     sentences = sentences_by_review(session, "review", {"review_id": review_id}).get(review_id, []) if view.analyze else []
+    sentences = with_words(review_id, sentences, words_by_sentence(session, [review_id])) if sentences else []
     item = review_item(row, sentences, view, MODELS)
     page = {"movie": movie_of(session, row["title_id"], imdb), "review": item}
     if view.analyze:
