@@ -15,11 +15,16 @@ from app.web.queries.rows import (
     movie_of,
     review_rows,
     sentences_by_review,
+    word_shares_by_review,
     words_by_review,
 )
 from app.web.queries.summaries import confidence_of, summaries
 from app.web.view import View
-from model.names import MODELS, NEGATIVE, POSITIVE
+from model.names import BERT, MODELS, NEGATIVE, POSITIVE
+
+# What computing a review's word shares on first view costs a sentence, roughly: integrated gradients on the
+# 2-core AMD EPYC (the issue's measure, cores shared); the review page says it on its button.
+WORD_SHARE_SECONDS_PER_SENTENCE = 1.5
 
 
 def key_sentence(sentences: list[dict], model: str, label: str) -> dict | None:
@@ -32,7 +37,22 @@ def key_sentence(sentences: list[dict], model: str, label: str) -> dict | None:
     )
     if best is None:
         return None
-    return {"position": best["position"], "text": best["text"], "weight": best["weights"][model]}
+    key = {"position": best["position"], "start": best["start"], "text": best["text"], "weight": best["weights"][model]}
+    if "words" in best:
+        key["words"] = best["words"]
+    return key
+
+
+def with_words(sentences: list[dict], text: str, shares: dict[int, dict[str, list[dict]]]) -> list[dict]:
+    """A review's ``sentences`` (its ``text``'s), each with its stored words where it has any (``words``: per
+    model, each word's ``text``, span and share, as the analysis gives them), from ``word_shares_by_review``."""
+    return [
+        {**sentence, "words": {
+            model: [{"text": text[word["start"] : word["end"]], **word} for word in words]
+            for model, words in shares[sentence["position"]].items()
+        }} if sentence["position"] in shares else sentence
+        for sentence in sentences
+    ]  # fmt: skip
 
 
 def review_item(row: dict, sentences: list[dict], view: View, models: Iterable[str]) -> dict:
@@ -76,8 +96,14 @@ def movie_page(session: Session, title_id: str, view: View, imdb: bool) -> dict 
     if not rows:
         return None
     movie = movie_of(session, title_id, imdb)
-    sentences = sentences_by_review(session, "title", {"title_id": title_id}) if view.analyze else {}
-    items = [review_item(row, sentences.get(row["id"], []), view, view.models) for row in rows]
+    sentences, shares = {}, {}
+    if view.analyze:
+        sentences = sentences_by_review(session, "title", {"title_id": title_id})
+        shares = word_shares_by_review(session, "title", {"title_id": title_id})
+    items = [
+        review_item(row, with_words(sentences.get(row["id"], []), row["text"], shares.get(row["id"], {})), view, view.models)
+        for row in rows
+    ]
     page = {
         "movie": movie,
         "summary": {"reviews": len(rows), "models": summaries(rows, view)},
@@ -115,9 +141,13 @@ def review_page(session: Session, review_id: int, view: View, imdb: bool) -> dic
         return None
     row = rows[0]
     sentences = sentences_by_review(session, "review", {"review_id": review_id}).get(review_id, []) if view.analyze else []
-    item = review_item(row, sentences, view, MODELS)
+    shares = word_shares_by_review(session, "review", {"review_id": review_id}).get(review_id, {}) if view.analyze else {}
+    item = review_item(row, with_words(sentences, row["text"], shares), view, MODELS)
     page = {"movie": movie_of(session, row["title_id"], imdb), "review": item}
     if view.analyze:
+        # BERT's words: stored, or what computing them would take (``WORD_SHARE_SECONDS_PER_SENTENCE``)
+        page["words_stored"] = any(BERT in models for models in shares.values())
+        page["words_seconds"] = math.ceil(WORD_SHARE_SECONDS_PER_SENTENCE * len(sentences))
         page["words"] = words_by_review(session, "review", {"review_id": review_id}).get(review_id, [])
         page["explanations"] = [
             explanation_record(e)

@@ -1,6 +1,6 @@
 """The catalogue's rows as plain dicts: reviews with every model's prediction (and the trust
 figures of its explanation), their sentences with every model's weight, NB-SVM's word weights,
-a title's metadata, an explanation's record. Each statement is made once per shape and only
+BERT's word shares, a title's metadata, an explanation's record. Each statement is made once per shape and only
 binds values per request."""
 
 from collections import defaultdict
@@ -10,7 +10,7 @@ from typing import Literal
 from sqlalchemy import Select, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, aliased
 
-from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordWeight
+from app.db import Explanation, Movie, Prediction, Review, Sentence, SentenceWeight, WordShare, WordWeight
 from model.names import CATALOGUE, CORPORA, MODELS, SENTENCE, USER, WORD_LEVEL_MODEL
 from model.quality import LOG_ODDS, QUALITY_FIELDS, assessment
 
@@ -164,6 +164,27 @@ def words_by_review(session: Session, pick: Pick, params: dict) -> dict[int, lis
     by_review: dict[int, list[dict]] = defaultdict(list)
     for review_id, word, weight in session.execute(_words_statement(pick), params):
         by_review[review_id].append({"word": word, "weight": weight})
+    return by_review
+
+
+@cache
+def _word_shares_statement(pick: Pick) -> Select:
+    return (
+        select(Sentence.review_id, Sentence.position, WordShare.model, WordShare.start, WordShare.end, WordShare.share)
+        .join(Sentence, Sentence.id == WordShare.sentence_id)
+        .join(Review, Review.id == Sentence.review_id)
+        .where(Review.split == CATALOGUE, PICKS[pick])
+        .order_by(Sentence.review_id, Sentence.position, WordShare.model, WordShare.position)
+    )
+
+
+def word_shares_by_review(session: Session, pick: Pick, params: dict) -> dict[int, dict[int, dict[str, list[dict]]]]:
+    """The stored word shares (``app.db.WordShare``) of the catalogue reviews ``pick`` names, with ``params``: by
+    review, by sentence position, by model, the words in order (``start``, ``end``, ``share``); a review none of
+    whose words are stored is not there."""
+    by_review: dict[int, dict[int, dict[str, list[dict]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for review_id, position, model, start, end, share in session.execute(_word_shares_statement(pick), params):
+        by_review[review_id][position][model].append({"start": start, "end": end, "share": share})
     return by_review
 
 
