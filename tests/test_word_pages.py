@@ -195,3 +195,39 @@ def test_the_words_form_computes_them_and_comes_back_to_the_marks(api_data_dir, 
         assert posted.status_code == 303 and posted.headers["location"] == f"/reviews/2{ANALYZE}#bert-words"
         column = bert_column(client.get(posted.headers["location"]).text)
         assert MARK.search(column) and "words-legend" in column and "words-form" not in column
+
+
+ANALYZED = "A wonderful cast. The plot is dull and slow. I loved the ending."
+
+
+@pytest.mark.slow
+def test_analyze_offers_bert_s_words_beside_its_exact_shares(api_data_dir, tmp_path):
+    """A real tiny build: BERT's explanation of an analysed text is exact, so its column offers its words, with the
+    words' cost; the button belongs to the form (its text and token go with it)."""
+    from tests.test_api import api_settings
+
+    shutil.copytree(api_data_dir / "models", tmp_path / "models")
+    build_web_database(tmp_path / "textflix.db")
+    with TestClient(create_app(api_settings(tmp_path))) as client:
+        column = bert_column(client.post("/analyze", data={"text": ANALYZED}).text)
+    assert '<button type="submit" form="analyze-form" name="words" value="true"' in column
+    assert "Show BERT's words (about 5 s)" in column  # 3 sentences
+    assert "<mark" not in column
+
+
+@needs_word_api
+@pytest.mark.slow
+def test_analyze_with_words_marks_them_and_adds_them_up_from_the_start(api_data_dir, tmp_path):
+    """The form's `words=true` (the button) answers BERT's words, marked in its sentences, with the legend's sums
+    the analysis's own: start and log-odds. Needs the s55-api merge."""
+    from tests.test_api import api_settings
+
+    shutil.copytree(api_data_dir / "models", tmp_path / "models")
+    build_web_database(tmp_path / "textflix.db")
+    with TestClient(create_app(api_settings(tmp_path))) as client:
+        column = bert_column(client.post("/analyze", data={"text": ANALYZED, "words": "true"}).text)
+        answer = client.post("/analyze.json", json={"text": ANALYZED, "words": True}).json()["result"]
+    bert = answer["explanations"]["bert"]
+    assert MARK.search(column) and 'name="words"' not in column
+    legend = unescape(re.search(r'<p class="words-legend">(.*?)</p>', column, re.S).group(1))
+    assert f"from BERT's start, {bert['start']:+.3f}" in legend and f"log-odds of positive, {bert['log_odds']:+.3f}" in legend

@@ -22,10 +22,6 @@ from app.web.queries.summaries import confidence_of, summaries
 from app.web.view import View
 from model.names import BERT, MODELS, NEGATIVE, POSITIVE
 
-# What computing a review's word shares on first view costs a sentence, roughly: integrated gradients on the
-# 2-core AMD EPYC (the issue's measure, cores shared); the review page says it on its button.
-WORD_SHARE_SECONDS_PER_SENTENCE = 1.5
-
 
 def key_sentence(sentences: list[dict], model: str, label: str) -> dict | None:
     """The sentence that pushes hardest toward ``label`` for ``model``, if any pushes that way."""
@@ -145,9 +141,7 @@ def review_page(session: Session, review_id: int, view: View, imdb: bool) -> dic
     item = review_item(row, with_words(sentences, row["text"], shares), view, MODELS)
     page = {"movie": movie_of(session, row["title_id"], imdb), "review": item}
     if view.analyze:
-        # BERT's words: stored, or what computing them would take (``WORD_SHARE_SECONDS_PER_SENTENCE``)
-        page["words_stored"] = any(BERT in models for models in shares.values())
-        page["words_seconds"] = math.ceil(WORD_SHARE_SECONDS_PER_SENTENCE * len(sentences))
+        page["words_stored"] = any(BERT in models for models in shares.values())  # else the page offers to compute them
         page["words"] = words_by_review(session, "review", {"review_id": review_id}).get(review_id, [])
         page["explanations"] = [
             explanation_record(e)
