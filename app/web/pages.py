@@ -21,15 +21,8 @@ from app.web import whatif
 from app.web.analysis import Analyzer
 from app.web.build_state import build_line, highlights_entry, pending_entry
 from app.web.costs import check_explanation_size
-from app.web.deps import (
-    analyze_while_connected,
-    get_analyzer,
-    get_engine,
-    get_items,
-    get_session,
-    get_settings,
-    require_models,
-)
+from app.web.deps import analyze_while_connected, get_analyzer, get_engine, get_items, get_session, get_settings
+from app.web.deps import require_models
 from app.web.errors import AppError, route_path, shown, wants_json
 from app.web.limits import MAX_ID, off_the_loop, plausible_identifier, raw_length_problems, text_problems
 from app.web.queries import about, dashboard, rationales, reviews, rows, summaries
