@@ -30,8 +30,12 @@
 
   document.addEventListener("click", function (event) {
     var button = event.target.closest && event.target.closest("button[name=words]");
-    if (!button || inFlight) return;
+    if (!button) return;
     event.preventDefault();
+    if (inFlight) {
+      say("An analysis is under way: press the button again once it is in.", false);
+      return;
+    }
     button.disabled = true;
     say("Computing BERT's words…", false);
     send(true);

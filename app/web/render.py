@@ -111,7 +111,7 @@ def highlight(pieces: Pieces, model: str | None, target: str | None = None) -> M
 
 
 def sentence_mark(sentence: dict, model: str, target: str | None = None) -> Markup:
-    """One sentence (``text`` and ``weight``; ``start`` and ``words`` where its words are known) highlighted on its own."""
+    """One sentence (``text`` and ``weight``; ``start`` and ``words`` where its words are known) highlighted alone."""
     inner = _with_words(str(escape(sentence["text"])), sentence, model)
     return Markup(_mark(inner, sentence["weight"], _full_colour(target), _what(model, "sentence")))
 
@@ -176,18 +176,18 @@ def word_marks(text: str, start: int, words: list[dict], model: str) -> str:
 
 
 def words_legend(model: str, sentences: list[dict], log_odds: float | None, start: float | None = None) -> Markup:
-    """What ``model``'s word marks in ``sentences`` mean, and that their numbers add up: each sentence's words
-    to its share, and the shares from ``start`` (the model's reading of the empty text) to its ``log_odds``.
-    ``start`` not given: what the log-odds hold beyond the sentences' shares, which for an exact model is that
-    reading (0 when its calibration's offset is added per sentence)."""
+    """What ``model``'s word marks in ``sentences`` mean, and that their numbers add up: each sentence's words to
+    its share, and the sentences' shares from ``start`` (the model's reading of the empty text) to ``log_odds``.
+    Without ``start`` (a stored review's), it is what the log-odds hold beyond the shares: for an exact model, that
+    reading (0 when its calibration's offset is added per sentence), up to the words' residual."""
     name = escape(DISPLAY_NAMES.get(model, model))
     said = (
         f"{name}'s words: in each sentence, the strongest words (at most {MARKED_WORDS}, those holding half its "
-        "words' weight) are marked, solid green underline toward positive, wavy orange toward negative; a mark's label gives its share. "
-        "A sentence's words add up to its share of the log-odds"
+        "words' weight) are marked, solid green underline toward positive, wavy orange toward negative; a mark's "
+        "label gives its share. A sentence's words add up to its share of the log-odds"
     )
-    shares = [sum(word["share"] for word in sentence["words"][model]) for sentence in sentences if (sentence.get("words") or {}).get(model)]
-    if log_odds is not None and shares and len(shares) == len(sentences):
+    shares = [sum(word["share"] for word in (s.get("words") or {}).get(model, ())) for s in sentences]
+    if log_odds is not None and all((s.get("words") or {}).get(model) for s in sentences) and shares:
         start = log_odds - sum(shares) if start is None else start
         said += (
             f", and the {len(shares)} sentence{'' if len(shares) == 1 else 's'}' shares, {sum(shares):+.3f} in all, "
