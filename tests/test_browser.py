@@ -8,7 +8,9 @@ Over 400 lines: a test per page or control that only a browser can check.
 """
 
 import asyncio
+import importlib.util
 import os
+import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +29,7 @@ from tests.web_fixtures import (  # noqa: F401
     XSS_IMG,
     XSS_SCRIPT,
     FakeAnalyzer,
+    add_word_shares,
     build_half_explained_database,
     build_web_database,
     labeled,
@@ -720,5 +723,53 @@ def test_the_dashboard_shows_nbsvm_s_predictions_while_its_highlights_come_in(br
             assert notes.count() == 2 and notes.first.is_visible()
             assert page.locator("#r6 .hl").count() > 0 and page.locator("#r8 .hl").count() == 0
             shot(page, "title-explaining")
+        finally:
+            _check_and_close(context, page, base)
+
+
+def test_a_review_page_with_stored_words_shows_bert_s_marks_in_its_sentences(browser, tmp_path):
+    """BERT's words stored for one review (``add_word_shares``): its column marks them inside the sentences' shade,
+    underlined by sign, each with its share in its label, above the legend; NB-SVM's column has no marks."""
+    url = build_web_database(tmp_path / "textflix.db")
+    review_id = add_word_shares(url)
+    with served_with(url, FakeAnalyzer()) as base:
+        context, page = _page(browser, base, DESKTOP)
+        try:
+            page.goto(f"/reviews/{review_id}?analyze=1")
+            column = page.locator('section.model-col[data-model="bert"]')
+            marks = column.locator("mark.word")
+            assert marks.count() >= 2 and page.locator('section.model-col[data-model="nbsvm"] mark.word').count() == 0
+            gripping = column.locator("mark.word.pos", has_text="gripping")
+            assert gripping.get_attribute("aria-label").startswith("gripping: BERT word share +1.600 toward positive")
+            underline = gripping.evaluate("mark => getComputedStyle(mark).textDecorationLine")
+            assert underline == "underline" and column.locator("mark.word.neg", has_text="boring").is_visible()
+            assert column.locator(".hl mark.word").count() == marks.count()  # inside the sentences' shade
+            assert "add up to its log-odds of positive" in column.locator(".words-legend").inner_text()
+            shot_of(column, "review-bert-words")
+            shot(page, "review-with-bert-words")
+        finally:
+            _check_and_close(context, page, base)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("app.word_rows") is None,
+    reason="needs issue 55's API branch (s55-api: POST /api/reviews/{id}/words), not merged here yet",
+)
+def test_show_bert_s_words_fills_the_marks_in_place(browser, api_data_dir, tmp_path):
+    """With JavaScript, "Show BERT's words" asks the API to compute them and fills BERT's column in place, without a
+    page load. Needs the s55-api merge."""
+    from tests.test_api import api_settings
+
+    shutil.copytree(api_data_dir / "models", tmp_path / "models")
+    build_web_database(tmp_path / "textflix.db")
+    with serve_in_thread(create_app(api_settings(tmp_path))) as base:
+        context, page = _page(browser, base, DESKTOP)
+        try:
+            page.goto("/reviews/2?analyze=1")
+            page.evaluate("window.notReloaded = true")
+            page.click("form.words-form button")
+            page.wait_for_selector('section.model-col[data-model="bert"] .words-legend', timeout=120_000)
+            assert page.locator('section.model-col[data-model="bert"] mark.word').count() > 0
+            assert page.evaluate("window.notReloaded") is True
         finally:
             _check_and_close(context, page, base)

@@ -13,6 +13,7 @@ Import the fixtures into a test module: ``from tests.web_fixtures import web_cli
 Over 400 lines: the fixture database row by row, and the figures the tests expect read from it.
 """
 
+import re
 import sqlite3
 import time
 from collections import Counter, defaultdict
@@ -31,6 +32,7 @@ from app.db import (
     Run,
     Sentence,
     SentenceWeight,
+    WordShare,
     WordWeight,
     make_engine,
     migrate,
@@ -448,6 +450,31 @@ def fill_web_database(
         session.add(Run(**run))
     engine.dispose()
     return url
+
+
+# BERT's word shares stored for one fixture review (``add_word_shares``), as the words' computation stores them:
+# per sentence, its share of the log-odds (from a start of 0, they add up to logit(0.88), its stored
+# p_positive) and its strongest words; its other words share the rest equally.
+WORDS_REVIEW = "I expected a boring art film. Instead it was gripping from start to finish."
+WORD_SHARES = [(-0.5, {"boring": -0.7, "expected": 0.15}), (2.492, {"gripping": 1.6, "finish": 0.4, "Instead": -0.2})]
+
+
+def add_word_shares(url: str, text: str = WORDS_REVIEW, shares: list = WORD_SHARES) -> int:
+    """Store BERT's word shares (``WORD_SHARES``'s shape) of the catalogue review ``text`` in the database at
+    ``url``, its words runs of letters or of punctuation (as ``model.word_shares`` splits these, which have no
+    apostrophes; importing it would load torch into every page test); returns the review's id."""
+    engine = make_engine(url)
+    with session_scope(engine) as session:
+        review = session.query(Review).filter_by(text=text).one()
+        for sentence, (total, strong) in zip(review.sentences, shares, strict=True):
+            spans = [match.span() for match in re.compile(r"\w+|[^\w\s]+").finditer(text, sentence.start, sentence.end)]
+            rest = (total - sum(strong.values())) / (len(spans) - len(strong))
+            for position, (start, end) in enumerate(spans):
+                share = strong.get(text[start:end], rest)
+                session.add(WordShare(sentence_id=sentence.id, model="bert", position=position, start=start, end=end, share=share))
+        review_id = review.id
+    engine.dispose()
+    return review_id
 
 
 # The same reviews as a build on a file of Steam reviews stores them: games with a name and nothing else, one

@@ -1,4 +1,5 @@
-"""The gate in front of every request that makes the server work: POST under /api/ and to /analyze.
+"""The gate in front of every request that makes the server work: POST under /api/, to /analyze and to a
+review page's words (``FORM_PATHS``, the pages' forms).
 
 A pure ASGI middleware, so it answers before the body is parsed, in this order:
 
@@ -7,11 +8,11 @@ A pure ASGI middleware, so it answers before the body is parsed, in this order:
    ``Retry-After`` beyond it. Refused requests are not counted.
 2. ``TEXTFLIX_API_TOKEN`` set: ``Authorization: Bearer <token>`` or 401 (none) / 403
    (wrong); the token is compared in constant time (``hmac.compare_digest``), before the
-   body is read. The /analyze form, which a browser posts without that header, sends the
+   body is read. A page's form (``FORM_PATHS``), which a browser posts without that header, sends the
    token as its first field (``templates/analyze.html``): only that field is read, at most
    a few hundred bytes, before the token is checked. The one GET that needs the token, the
    export, checks it as a dependency (``require_token``).
-3. ``Content-Type`` must be ``application/json`` (or ``+json``), and for /analyze may
+3. ``Content-Type`` must be ``application/json`` (or ``+json``), and at a page's form path may
    also be a form (``application/x-www-form-urlencoded``): 415 otherwise.
 4. The body may not be over ``max_body_bytes``, a form's (the /analyze page's one text) not over
    ``FORM_BYTES_PER_CHAR`` bytes a character of ``max_text_chars``: 413 when ``Content-Length``
@@ -28,6 +29,7 @@ routing's to answer (405 with ``Allow``). The body it read is handed on unchange
 import email.message
 import hmac
 import math
+import re
 import time
 from collections.abc import Callable
 from urllib.parse import unquote_to_bytes
@@ -48,7 +50,8 @@ from app.web.limits import check_write_allowed
 from app.settings import Settings
 
 GUARDED_METHODS = {"POST", "PUT", "PATCH"}
-ANALYZE_PATHS = {"/analyze", "/analyze.json"}
+# The pages' forms that make the server work: /analyze, and a review page's "Show BERT's words" without JavaScript.
+FORM_PATHS = re.compile(r"/analyze(\.json)?|/reviews/\d+/words")
 FORM = "application/x-www-form-urlencoded"
 TOKEN_FIELD = b"token="  # how the /analyze form's body begins when the server needs a token
 # The most bytes a character of a form's text takes: a four-byte UTF-8 character, each byte %XX.
@@ -181,8 +184,8 @@ class ApiGuard:
             await self.app(scope, receive, send)
             return
         path = route_path(scope)
-        analyze = path in ANALYZE_PATHS
-        if not (analyze or path.startswith(API_PREFIX)) or not reaches_a_route(scope):
+        a_form = FORM_PATHS.fullmatch(path) is not None
+        if not (a_form or path.startswith(API_PREFIX)) or not reaches_a_route(scope):
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
@@ -204,7 +207,7 @@ class ApiGuard:
         reader = BodyReader(receive)
         if self.token is not None:  # before the body is read
             authorization, field = headers.get("authorization"), "Authorization"
-            if authorization is None and analyze and media_type == FORM:
+            if authorization is None and a_form and media_type == FORM:
                 # the form's token comes first: read that field, no further (it is at most 3 bytes a byte of the token)
                 longest = len(TOKEN_FIELD) + 3 * len(self.token)
                 if not await reader.read_until(lambda read: token_field_known(read, longest)):
@@ -218,9 +221,9 @@ class ApiGuard:
                         "Fill in this server's API token." if status == 401 else "The API token is not valid."
                     ) + " The review was not read: go back to the form, where your browser kept it."
                 return await refuse(status, field, message, extra=extra)
-        if not (is_json(media_type) or (analyze and media_type == FORM)):
+        if not (is_json(media_type) or (a_form and media_type == FORM)):
             got = f"got {media_type!r}" if media_type else "none was sent"
-            allowed = "JSON or a form" if analyze else "JSON with `Content-Type: application/json`"
+            allowed = "JSON or a form" if a_form else "JSON with `Content-Type: application/json`"
             return await refuse(415, "Content-Type", f"Send the body as {allowed} ({got}).")
         limit = self.form_limit if media_type == FORM else self.limit
         declared = headers.get("content-length")

@@ -7,12 +7,14 @@ string (``app.web.view``). Templates are in ``templates/``, CSS and JS in ``stat
 """
 
 import math
+import threading
 from dataclasses import replace
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from app.settings import Settings
@@ -20,10 +22,20 @@ from app.web import whatif
 from app.web.analysis import Analyzer
 from app.web.build_state import build_line, highlights_entry, pending_entry
 from app.web.costs import check_explanation_size
-from app.web.deps import analyze_while_connected, get_analyzer, get_items, get_session, get_settings, require_models
+from app.web.deps import (
+    analyze_while_connected,
+    get_analyzer,
+    get_engine,
+    get_items,
+    get_session,
+    get_settings,
+    get_write_lock,
+    require_models,
+)
 from app.web.errors import AppError, route_path, shown, wants_json
 from app.web.limits import MAX_ID, off_the_loop, plausible_identifier, raw_length_problems, text_problems
 from app.web.queries import about, dashboard, rationales, reviews, rows, summaries
+from app.web.review_words import review_word_shares
 from app.web.templating import STATIC_DIR, templates
 from app.web.view import Items, View
 from model.data import clean_text
@@ -169,12 +181,29 @@ def review_page(
     review_id: int,
     request: Request,
     session: Session = Depends(get_session),
+    settings: Settings = Depends(get_settings),
     items: Items = Depends(get_items),
 ) -> Response:
     view = View.from_request(request)
     page = reviews.review_page(session, review_id, view, items.imdb) if review_id <= MAX_ID else None
+    if page is not None:
+        page["needs_token"] = settings.api_token is not None  # the words' form sends it (``guard.FORM_PATHS``)
     what = f"Review {review_id}" if review_id <= MAX_ID else f"A review id over {MAX_ID:,}"
     return respond_found(request, "review.html", page, view, what, items)
+
+
+@router.post("/reviews/{review_id:row_id}/words")
+async def review_words(
+    review_id: int,
+    request: Request,
+    engine: Engine = Depends(get_engine),
+    analyzer: Analyzer = Depends(get_analyzer),
+    write_lock: threading.Lock = Depends(get_write_lock),
+) -> Response:
+    """The review page's "Show BERT's words" without JavaScript: its word shares computed and stored (once), then
+    the page again, the words in place (303)."""
+    await review_word_shares(request, engine, write_lock, analyzer, review_id)
+    return RedirectResponse(View.from_request(request).link(f"/reviews/{review_id}") + "#bert-words", status_code=303)
 
 
 @router.get("/disagreements")

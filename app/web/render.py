@@ -91,7 +91,8 @@ def _pieces(text: str, sentences: list[dict]) -> Pieces | None:
 
 def highlight(pieces: Pieces, model: str | None, target: str | None = None) -> Markup:
     """A review text, ``cut`` into its sentences, with each sentence's background coloured by
-    ``model``'s LIME weight.
+    ``model``'s LIME weight, and its strongest words marked where it has ``model``'s word shares
+    (``words``, as ``word_marks``).
 
     ``target`` is the space of the weights (``Explanation.target``); green pushes toward
     positive, orange toward negative. Without a model, the plain escaped text.
@@ -101,15 +102,99 @@ def highlight(pieces: Pieces, model: str | None, target: str | None = None) -> M
     full_colour, what = _full_colour(target), _what(model, "sentence")
     return Markup(
         "".join(
-            _mark(piece, sentence["weights"].get(model), full_colour, what) if sentence else piece
+            _mark(_with_words(piece, sentence, model), sentence["weights"].get(model), full_colour, what)
+            if sentence
+            else piece
             for piece, sentence in pieces
         )
     )
 
 
 def sentence_mark(sentence: dict, model: str, target: str | None = None) -> Markup:
-    """One sentence (``text`` and ``weight``) highlighted on its own."""
-    return Markup(_mark(str(escape(sentence["text"])), sentence["weight"], _full_colour(target), _what(model, "sentence")))
+    """One sentence (``text`` and ``weight``; ``start`` and ``words`` where its words are known) highlighted alone."""
+    inner = _with_words(str(escape(sentence["text"])), sentence, model)
+    return Markup(_mark(inner, sentence["weight"], _full_colour(target), _what(model, "sentence")))
+
+
+# A sentence's strongest words: the fewest, largest |share| first, that hold MARKED_SHARE of its words' total
+# |share|, at most MARKED_WORDS (in a long sentence whose shares are spread, a few marks still point somewhere).
+MARKED_SHARE = 0.5
+MARKED_WORDS = 4
+# What computing a text's word shares costs a sentence, roughly: integrated gradients on the 2-core AMD EPYC (the
+# issue's measure, cores shared); the buttons that compute them say it.
+WORD_SHARE_SECONDS_PER_SENTENCE = 1.5
+
+
+def words_seconds(sentences: int) -> int:
+    """About how long computing the word shares of a text of ``sentences`` sentences takes, in whole seconds."""
+    return math.ceil(WORD_SHARE_SECONDS_PER_SENTENCE * sentences)
+
+
+def strongest_words(words: list[dict]) -> list[dict]:
+    """The words of one sentence (each with its ``share``) that ``word_marks`` marks, strongest first."""
+    total = sum(abs(word["share"]) for word in words)
+    marked, held = [], 0.0
+    for word in sorted(words, key=lambda word: -abs(word["share"])):
+        if held >= MARKED_SHARE * total or len(marked) == MARKED_WORDS or not word["share"]:
+            break
+        marked.append(word)
+        held += abs(word["share"])
+    return marked
+
+
+def _with_words(escaped: str, sentence: dict, model: str) -> str:
+    """``escaped`` (the sentence's text) with its strongest words marked, where it has ``model``'s words."""
+    words = (sentence.get("words") or {}).get(model)
+    return word_marks(sentence["text"], sentence["start"], words, model) if words else escaped
+
+
+def word_marks(text: str, start: int, words: list[dict], model: str) -> str:
+    """``text`` (a sentence starting at ``start`` in its review), escaped, with its ``strongest_words`` marked by
+    sign: each ``words`` entry has ``start`` and ``end`` (character offsets in the review) and ``share`` (of the
+    log-odds of positive); a mark's title and label give its share and the sentence's, which its words add up to.
+    Words whose spans do not fit the text, or overlap, leave it unmarked."""
+    spans = [(word["start"] - start, word["end"] - start) for word in words]
+    if any(not 0 <= left <= right <= len(text) for left, right in spans) or any(
+        right > left for (_, right), (left, _) in zip(spans, spans[1:])
+    ):
+        return str(escape(text))
+    sentence_share = sum(word["share"] for word in words)
+    name = escape(DISPLAY_NAMES.get(model, model))
+    parts, position = [], 0
+    for word in sorted(strongest_words(words), key=lambda word: word["start"]):
+        left, right = word["start"] - start, word["end"] - start
+        side, toward = _SIDES[word["share"] > 0]
+        said = f"{name} word share {word['share']:+.3f} toward {toward}, of the sentence's {sentence_share:+.3f}"
+        parts.append(str(escape(text[position:left])))
+        parts.append(
+            f'<mark class="word {side}" title="{said}" aria-label="{escape(text[left:right])}: {said}">'
+            f"{escape(text[left:right])}</mark>"
+        )
+        position = right
+    parts.append(str(escape(text[position:])))
+    return "".join(parts)
+
+
+def words_legend(model: str, sentences: list[dict], log_odds: float | None, start: float | None = None) -> Markup:
+    """What ``model``'s word marks in ``sentences`` mean, and that their numbers add up: each sentence's words to
+    its share, and the sentences' shares from ``start`` (the model's reading of the empty text) to ``log_odds``.
+    Without ``start`` (a stored review's), it is what the log-odds hold beyond the shares: for an exact model, that
+    reading (0 when its calibration's offset is added per sentence), up to the words' residual."""
+    name = escape(DISPLAY_NAMES.get(model, model))
+    said = (
+        f"{name}'s words: in each sentence, the strongest words (at most {MARKED_WORDS}, those holding half its "
+        "words' weight) are marked, solid green underline toward positive, wavy orange toward negative; a mark's "
+        "label gives its share. A sentence's words add up to its share of the log-odds"
+    )
+    shares = [sum(word["share"] for word in (s.get("words") or {}).get(model, ())) for s in sentences]
+    if log_odds is not None and all((s.get("words") or {}).get(model) for s in sentences) and shares:
+        start = log_odds - sum(shares) if start is None else start
+        said += (
+            f", and the {len(shares)} sentence{'' if len(shares) == 1 else 's'}' shares, {sum(shares):+.3f} in all, "
+            f"from {name}'s start, {start:+.3f} (its reading of the empty text), add up to its log-odds of positive, "
+            f"{log_odds:+.3f}"
+        )
+    return Markup(f'<p class="words-legend">{said}.</p>')
 
 
 def word_highlight(text: str, words: list[dict], target: str | None = None) -> Markup:

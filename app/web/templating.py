@@ -5,11 +5,11 @@ from pathlib import Path
 from fastapi.templating import Jinja2Templates
 
 import app as app_package
-from app.web import cards, charts, render
+from app.web import cards, charts, render, whatif
 from app.web.view import View
 from model.config import SENTENCE_WINDOWS
 from model.curve import point_text
-from model.names import DISPLAY_NAMES, MAIN_MODEL, MODELS, SENTENCE, WORD_LEVEL_MODEL, short_label
+from model.names import BERT, DISPLAY_NAMES, MAIN_MODEL, MODELS, SENTENCE, WORD_LEVEL_MODEL, short_label
 from model.quality import stability_reading
 
 ROOT = Path(app_package.__file__).resolve().parent.parent
@@ -50,6 +50,7 @@ templates.env.filters.update(
     times=_times,
     duration=_duration,
     side=short_label,
+    log_odds=whatif.logit,
     spread=point_text,
     sentence_intercepts=lambda explanations: {
         e["model"]: e["intercept"] for e in explanations or () if e["level"] == SENTENCE
@@ -67,6 +68,8 @@ templates.env.globals.update(
     gold=cards.gold,
     sentence_mark=render.sentence_mark,
     word_highlight=render.word_highlight,
+    words_legend=render.words_legend,
+    words_seconds=render.words_seconds,
     model_bars=render.model_bars,
     calibration_svg=charts.calibration_svg,
     learning_curve_svg=charts.learning_curve_svg,
@@ -76,6 +79,7 @@ templates.env.globals.update(
     SENTENCE_WINDOWS=SENTENCE_WINDOWS,
     MODELS=MODELS,
     MAIN_MODEL=MAIN_MODEL,
+    BERT=BERT,
     WORD_LEVEL_MODEL=WORD_LEVEL_MODEL,
     ANALYSIS_VIEW=View(analyze=True, accuracy=True, compare=True),
 )

@@ -1,9 +1,7 @@
 """POST /api/reviews (analyse, and store with a title), GET /api/reviews/{id} and POST /api/reviews/{id}/words
 (BERT's word shares of a stored review: computed and stored on its first view, read after)."""
 
-import asyncio
 import threading
-from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response, Security
@@ -24,18 +22,17 @@ from app.web.deps import (
     get_settings,
     get_write_lock,
     require_models,
-    while_connected,
 )
 from app.web.errors import GUARD_ERRORS, AppError, error_responses
 from app.web.guard import bearer
 from app.web.limits import MAX_ID, check_identifier, check_write_allowed, off_the_loop, posted_text
 from app.web.queries.reviews import review_page
 from app.web.queries.rows import sentences_by_review
+from app.web.review_words import review_word_shares
 from app.web.schemas import ReviewDetail, ReviewRequest, ReviewResult, ReviewWords
 from app.web.store import catalogue_title_exists, store_user_review
 from app.web.view import Items, View
-from app.word_rows import has_words, review_sentences, store_words, with_words, words_by_sentence
-from model.names import BERT, DISPLAY_NAMES
+from app.word_rows import with_words, words_by_sentence
 
 router = APIRouter(prefix="/api", tags=["reviews"], responses=error_responses(422, 503))
 FULL_VIEW = View(analyze=True, accuracy=True, compare=True)
@@ -132,52 +129,12 @@ async def review_words(
     first request computes them (integrated gradients: about 1.5 CPU s a sentence, charged to the work
     limit) and stores them; later ones, and the review's JSON, read them. `computed` says which."""
     engine = await get_engine(request)
-    found = await run_in_threadpool(stored_review, engine, review_id)
-    if found is None:
-        raise AppError.one(404, "review_id", f"There is no review {review_id} in the catalogue.")
-    text, sentence_ids, spans, stored = found
-    computed = False
-    if not stored:
-        if not spans:
-            raise AppError.one(
-                409, "review_id", f"Review {review_id} has no sentences stored yet (the build has not explained it): "
-                "its words can be computed once it has.",
-            )  # fmt: skip
-        require_models(analyzer)
-        compute = partial(computed_words, engine, write_lock, analyzer, text, sentence_ids, spans)
-        computed = await while_connected(request, "review_id", first_view(request.app.state.first_views, review_id, compute))
+    computed = await review_word_shares(request, engine, write_lock, analyzer, review_id)
     sentences = await run_in_threadpool(sentences_with_words, engine, review_id)
     return ReviewWords(review_id=review_id, url=f"/reviews/{review_id}", computed=computed, sentences=sentences)
-
-
-def stored_review(engine: Engine, review_id: int) -> tuple[str, list[int], list, bool] | None:
-    """A catalogue review's text, its stored sentences' ids and spans, and whether BERT's words of them are stored."""
-    with Session(engine) as session:
-        found = review_sentences(session, review_id)
-        return None if found is None else (*found, has_words(session, found[1], BERT))
 
 
 def sentences_with_words(engine: Engine, review_id: int) -> list[dict]:
     with Session(engine) as session:
         sentences = sentences_by_review(session, "review", {"review_id": review_id}).get(review_id, [])
         return with_words(review_id, sentences, words_by_sentence(session, [review_id]))
-
-
-def first_view(views: dict, review_id: int, compute) -> asyncio.Future:
-    """The computation of a review's words under way (``compute()``), shared by the first views that ask at
-    once, and not cancelled when one of them leaves: the first to start computes, the others wait for it."""
-    if review_id not in views:
-        views[review_id] = asyncio.ensure_future(compute())
-        views[review_id].add_done_callback(lambda _: views.pop(review_id, None))
-    return asyncio.shield(views[review_id])
-
-
-async def computed_words(engine: Engine, write_lock, analyzer: Analyzer, text: str, sentence_ids: list[int], spans) -> bool:
-    """BERT's words of a review's stored sentences, computed and stored; True when this stored them."""
-    shares = await analyzer.review_words(text, spans)
-    if shares is None:
-        raise AppError.one(
-            409, "review_id", f"This build's {DISPLAY_NAMES[BERT]} reads a review of several sentences whole, so its "
-            "sentences have no exact shares to split over their words (a build with --pooling sentences has).",
-        )  # fmt: skip
-    return await run_in_threadpool(store_words, engine, write_lock, sentence_ids, BERT, shares)

@@ -20,7 +20,7 @@ from app.web.queries.rows import (
 from app.web.queries.summaries import confidence_of, summaries
 from app.web.view import View
 from app.word_rows import with_words, words_by_sentence
-from model.names import MODELS, NEGATIVE, POSITIVE
+from model.names import BERT, MODELS, NEGATIVE, POSITIVE
 
 
 def key_sentence(sentences: list[dict], model: str, label: str) -> dict | None:
@@ -33,7 +33,10 @@ def key_sentence(sentences: list[dict], model: str, label: str) -> dict | None:
     )
     if best is None:
         return None
-    return {"position": best["position"], "text": best["text"], "weight": best["weights"][model]}
+    key = {"position": best["position"], "start": best["start"], "text": best["text"], "weight": best["weights"][model]}
+    if "words" in best:
+        key["words"] = best["words"]
+    return key
 
 
 def review_item(row: dict, sentences: list[dict], view: View, models: Iterable[str]) -> dict:
@@ -77,8 +80,11 @@ def movie_page(session: Session, title_id: str, view: View, imdb: bool) -> dict 
     if not rows:
         return None
     movie = movie_of(session, title_id, imdb)
-    sentences = sentences_by_review(session, "title", {"title_id": title_id}) if view.analyze else {}
-    items = [review_item(row, sentences.get(row["id"], []), view, view.models) for row in rows]
+    sentences, shares = {}, {}
+    if view.analyze:
+        sentences = sentences_by_review(session, "title", {"title_id": title_id})
+        shares = words_by_sentence(session, [row["id"] for row in rows])
+    items = [review_item(row, with_words(row["id"], sentences.get(row["id"], []), shares), view, view.models) for row in rows]
     page = {
         "movie": movie,
         "summary": {"reviews": len(rows), "models": summaries(rows, view)},
@@ -120,6 +126,7 @@ def review_page(session: Session, review_id: int, view: View, imdb: bool) -> dic
     item = review_item(row, sentences, view, MODELS)
     page = {"movie": movie_of(session, row["title_id"], imdb), "review": item}
     if view.analyze:
+        page["words_stored"] = any(BERT in (s["words"] or {}) for s in sentences)  # else the page offers to compute them
         page["words"] = words_by_review(session, "review", {"review_id": review_id}).get(review_id, [])
         page["explanations"] = [
             explanation_record(e)

@@ -1,7 +1,7 @@
 """The catalogue's rows as plain dicts: reviews with every model's prediction (and the trust
 figures of its explanation), their sentences with every model's weight, NB-SVM's word weights,
-a title's metadata, an explanation's record. Each statement is made once per shape and only
-binds values per request."""
+BERT's word shares, a title's metadata, an explanation's record. Each statement is made once per
+shape and only binds values per request."""
 
 from collections import defaultdict
 from functools import cache
