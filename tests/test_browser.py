@@ -8,7 +8,6 @@ Over 400 lines: a test per page or control that only a browser can check.
 """
 
 import asyncio
-import importlib.util
 import os
 import shutil
 import time
@@ -751,13 +750,9 @@ def test_a_review_page_with_stored_words_shows_bert_s_marks_in_its_sentences(bro
             _check_and_close(context, page, base)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("app.word_rows") is None,
-    reason="needs issue 55's API branch (s55-api: POST /api/reviews/{id}/words), not merged here yet",
-)
 def test_show_bert_s_words_fills_the_marks_in_place(browser, api_data_dir, tmp_path):
     """With JavaScript, "Show BERT's words" asks the API to compute them and fills BERT's column in place, without a
-    page load. Needs the s55-api merge."""
+    page load."""
     from tests.test_api import api_settings
 
     shutil.copytree(api_data_dir / "models", tmp_path / "models")

@@ -1,11 +1,8 @@
 """BERT's words where people look (issue 55): the marks drawn from hand-made word shares, and the review, title
 and JSON pages over a fixture database with one review's words stored (``web_fixtures.add_word_shares``).
-
-The tests marked ``needs_word_api`` run the words' computation itself (``app.word_rows``, the API branch of
-issue 55): they are skipped until that branch is merged, and then run.
+The form's and /analyze's tests compute the words themselves, on a real tiny build.
 """
 
-import importlib.util
 import math
 import re
 import shutil
@@ -16,16 +13,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from app.settings import Settings
+from app.web.guard import FORM
 from app.web.main import create_app
 from app.web.render import MARKED_WORDS, strongest_words, word_marks, words_legend
 from tests.web_fixtures import WORD_SHARES, WORDS_REVIEW, add_word_shares, build_web_database
 
 ANALYZE = "?analyze=1"
 MARK = re.compile(r'<mark class="word (pos|neg)" title="([^"]*)"[^>]*>([^<]*)</mark>')
-needs_word_api = pytest.mark.skipif(
-    importlib.util.find_spec("app.word_rows") is None,
-    reason="needs issue 55's API branch (s55-api: app.word_rows.review_word_shares), not merged here yet",
-)
 
 
 def words_of(text_: str, shares: dict[str, float], offset: int = 0) -> list[dict]:
@@ -181,17 +175,17 @@ def sql(url: str, query: str, **params) -> list:
     return rows
 
 
-@needs_word_api
 @pytest.mark.slow
 def test_the_words_form_computes_them_and_comes_back_to_the_marks(api_data_dir, tmp_path):
-    """Without JavaScript: the form's post computes the review's words (app.word_rows), stores them and answers 303
-    to the page, which now marks them. Needs the s55-api merge."""
+    """Without JavaScript: the form's post computes the review's words (app.web.review_words), stores them and answers 303
+    to the page, which now marks them."""
     from tests.test_api import api_settings
 
     shutil.copytree(api_data_dir / "models", tmp_path / "models")
     build_web_database(tmp_path / "textflix.db")
     with TestClient(create_app(api_settings(tmp_path))) as client:
-        posted = client.post(f"/reviews/2/words{ANALYZE}", data={}, follow_redirects=False)
+        # as a browser posts a form without fields: its media type, an empty body
+        posted = client.post(f"/reviews/2/words{ANALYZE}", headers={"Content-Type": FORM}, follow_redirects=False)
         assert posted.status_code == 303 and posted.headers["location"] == f"/reviews/2{ANALYZE}#bert-words"
         column = bert_column(client.get(posted.headers["location"]).text)
         assert MARK.search(column) and "words-legend" in column and "words-form" not in column
@@ -215,11 +209,10 @@ def test_analyze_offers_bert_s_words_beside_its_exact_shares(api_data_dir, tmp_p
     assert "<mark" not in column
 
 
-@needs_word_api
 @pytest.mark.slow
 def test_analyze_with_words_marks_them_and_adds_them_up_from_the_start(api_data_dir, tmp_path):
     """The form's `words=true` (the button) answers BERT's words, marked in its sentences, with the legend's sums
-    the analysis's own: start and log-odds. Needs the s55-api merge."""
+    the analysis's own: start and log-odds."""
     from tests.test_api import api_settings
 
     shutil.copytree(api_data_dir / "models", tmp_path / "models")
