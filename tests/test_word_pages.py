@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from app.settings import Settings
+from app.web.costs import words_seconds
 from app.web.guard import FORM
 from app.web.main import create_app
 from app.web.render import MARKED_WORDS, strongest_words, word_marks, words_legend
@@ -127,7 +128,11 @@ def test_a_review_page_without_stored_words_offers_to_compute_them(words_client,
     column = bert_column(page.text)
     assert "<mark" not in column and "words-legend" not in column
     assert f'action="/reviews/{review_id}/words{ANALYZE}"' in column
-    assert f"Show BERT's words (about {math.ceil(1.5 * sentences)} s)" in column
+    texts = [text for (text,) in sql(words_database[0], "SELECT text FROM sentences WHERE review_id = :id ORDER BY position", id=review_id)]
+    assert len(texts) == sentences
+    speed = words_client.app.state.analyzer.info().get("limits", {}).get("seconds_per_pass")
+    seconds = words_seconds(texts, speed)
+    assert f"Show BERT's words{f' (about {seconds} s)' if seconds else ''}</button>" in column
     assert '<script src="/static/words.js" defer></script>' in page.text
 
 
@@ -204,8 +209,10 @@ def test_analyze_offers_bert_s_words_beside_its_exact_shares(api_data_dir, tmp_p
     build_web_database(tmp_path / "textflix.db")
     with TestClient(create_app(api_settings(tmp_path))) as client:
         column = bert_column(client.post("/analyze", data={"text": ANALYZED}).text)
+        speed = client.app.state.analyzer.info()["limits"]["seconds_per_pass"]
     assert '<button type="submit" form="analyze-form" name="words" value="true"' in column
-    assert "Show BERT's words (about 5 s)" in column  # 3 sentences
+    seconds = words_seconds(["A wonderful cast.", "The plot is dull and slow.", "I loved the ending."], speed)
+    assert f"Show BERT's words (about {seconds} s)" in column  # the price of its 3 sentences at the measured speed
     assert "<mark" not in column
 
 

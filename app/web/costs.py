@@ -114,11 +114,24 @@ def words_cost(spans: Sequence[Sequence[Span]], readers: Sequence[dict[str, str]
     """The model passes BERT's word shares of texts split into ``spans`` cost: ``WORDS_COST`` passes a full-length
     text of their sentences (``full_texts``), ``READER_COST`` times more for a text its teacher reads (``readers``:
     each text's network by model; ``model.word_shares`` splits its one sentence the same way)."""
-    units = 0.0
-    for text_spans, read in zip(spans, readers, strict=True):
-        sentences = full_texts(len(text_spans), sum(len(span.text) for span in text_spans))
-        units += sentences * (READER_COST if TEACHER in read.values() else 1)
+    units = sum(
+        words_units([span.text for span in text_spans], TEACHER in read.values())
+        for text_spans, read in zip(spans, readers, strict=True)
+    )  # fmt: skip
     return math.ceil(WORDS_COST * units)
+
+
+def words_seconds(sentences: Sequence[str], seconds_per_pass: float | None, teacher: bool = False) -> int | None:
+    """About how many seconds BERT's word shares of a text of ``sentences`` take on this machine: their price
+    (``words_cost``) at its measured speed (``ModelAnalyzer.limits``); None where the speed is not measured."""
+    if seconds_per_pass is None:
+        return None
+    return math.ceil(WORDS_COST * words_units(sentences, teacher) * seconds_per_pass)
+
+
+def words_units(sentences: Sequence[str], teacher: bool) -> float:
+    """A text's sentences in full-length texts, times ``READER_COST`` when its teacher reads it."""
+    return full_texts(len(sentences), sum(map(len, sentences))) * (READER_COST if teacher else 1)
 
 
 def check_explanation_size(field: str, texts: list[str], settings: Settings) -> None:

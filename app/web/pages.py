@@ -21,7 +21,7 @@ from app.settings import Settings
 from app.web import whatif
 from app.web.analysis import Analyzer
 from app.web.build_state import build_line, highlights_entry, pending_entry
-from app.web.costs import check_explanation_size
+from app.web.costs import check_explanation_size, words_seconds
 from app.web.deps import (
     analyze_while_connected,
     get_analyzer,
@@ -39,7 +39,7 @@ from app.web.review_words import review_word_shares
 from app.web.templating import STATIC_DIR, templates
 from app.web.view import Items, View
 from model.data import clean_text
-from model.names import MODELS
+from model.names import BERT, MODELS, TEACHER
 
 
 def _json_safe(value):
@@ -183,11 +183,13 @@ def review_page(
     session: Session = Depends(get_session),
     settings: Settings = Depends(get_settings),
     items: Items = Depends(get_items),
+    analyzer: Analyzer = Depends(get_analyzer),
 ) -> Response:
     view = View.from_request(request)
     page = reviews.review_page(session, review_id, view, items.imdb) if review_id <= MAX_ID else None
-    if page is not None:
+    if page is not None and page.get("words_stored") is False:  # the page offers to compute them: it says how long
         page["needs_token"] = settings.api_token is not None  # the words' form sends it (``guard.FORM_PATHS``)
+        page["words_seconds"] = words_seconds([s["text"] for s in page["review"]["sentences"]], seconds_per_pass(analyzer))
     what = f"Review {review_id}" if review_id <= MAX_ID else f"A review id over {MAX_ID:,}"
     return respond_found(request, "review.html", page, view, what, items)
 
@@ -290,6 +292,11 @@ def words_asked(value) -> bool:
     raise AppError.one(422, "words", "`words` is true or false: whether to add BERT's word shares to the sentences.")
 
 
+def seconds_per_pass(analyzer: Analyzer) -> float | None:
+    """A model pass's seconds as the server measured them at start (``ModelAnalyzer.limits``); None unmeasured."""
+    return analyzer.info().get("limits", {}).get("seconds_per_pass")
+
+
 def _cleaned(text: str, clean: bool) -> tuple[str, str]:
     """The posted ``text``, cleaned (when ``clean``) as the API's texts and the catalogue's reviews are, and as
     the form gives it back, printable; off the event loop, as both read every character."""
@@ -317,7 +324,9 @@ async def _analysis(request: Request, analyzer: Analyzer, settings: Settings, da
     if problems := text_problems("text", text, settings):
         raise AppError(422, problems)
     check_explanation_size("text", [text], settings)
-    data["result"] = await _analyze(request, analyzer, text, words_asked(fields.get("words", False)))
+    data["result"] = result = await _analyze(request, analyzer, text, words_asked(fields.get("words", False)))
+    teacher = result["predictions"].get(BERT, {}).get("read_by") == TEACHER
+    data["words_seconds"] = words_seconds([s["text"] for s in result["sentences"]], seconds_per_pass(analyzer), teacher)
 
 
 @router.api_route("/analyze", methods=["GET", "POST"])

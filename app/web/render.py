@@ -120,16 +120,6 @@ def sentence_mark(sentence: dict, model: str, target: str | None = None) -> Mark
 # |share|, at most MARKED_WORDS (in a long sentence whose shares are spread, a few marks still point somewhere).
 MARKED_SHARE = 0.5
 MARKED_WORDS = 4
-# What computing a text's word shares costs a sentence, roughly: integrated gradients on the 2-core AMD EPYC (the
-# issue's measure, cores shared); the buttons that compute them say it.
-WORD_SHARE_SECONDS_PER_SENTENCE = 1.5
-
-
-def words_seconds(sentences: int) -> int:
-    """About how long computing the word shares of a text of ``sentences`` sentences takes, in whole seconds."""
-    return math.ceil(WORD_SHARE_SECONDS_PER_SENTENCE * sentences)
-
-
 def strongest_words(words: list[dict]) -> list[dict]:
     """The words of one sentence (each with its ``share``) that ``word_marks`` marks, strongest first."""
     total = sum(abs(word["share"]) for word in words)

@@ -69,7 +69,6 @@ templates.env.globals.update(
     sentence_mark=render.sentence_mark,
     word_highlight=render.word_highlight,
     words_legend=render.words_legend,
-    words_seconds=render.words_seconds,
     model_bars=render.model_bars,
     calibration_svg=charts.calibration_svg,
     learning_curve_svg=charts.learning_curve_svg,
