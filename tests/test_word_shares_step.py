@@ -128,5 +128,5 @@ def test_the_step_resumes_an_older_build_stores_words_measures_them_and_shows_th
     with TestClient(create_app(Settings(data_dir=data))) as client:
         about = client.get("/about").text
         assert "BERT's words: removing them" in about and "Word by word" in about
-        assert "BERT's words (word shares)" in about and "NB-SVM's words (LIME)" in about and "0.417" in about
+        assert 'data-method="bert_words"' in about and 'data-method="nbsvm_words"' in about and "0.417" in about
         assert client.get("/about.json").json()["word_shares"]["state"] == "measured"

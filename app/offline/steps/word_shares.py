@@ -15,7 +15,6 @@ the stored words each time the step runs (the removals are a fraction of the wor
 """
 
 import logging
-import random
 import re
 
 import numpy as np
@@ -25,9 +24,11 @@ from tqdm import tqdm
 from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, WordShare, WordWeight, session_scope
 from app.offline.pipeline import Pipeline, Step
 from app.offline.review_work import Task
+from app.offline.steps.rationales import mean_of
 from app.offline.steps.scoring import EXPLAIN_BLOCK
 from app.offline.work_engines import run_tasks
 from app.results import word_share_rows
+from model.data import seeded_sample
 from model.names import BERT, CATALOGUE, NBSVM, POSITIVE, RATIONALES, SENTENCE, WORD, WORD_SHARES, label_of
 from model.rationales import RationaleReview, baseline_scores, read_rationales, source_key, token_plausibility, token_scores
 from model.sentences import Span
@@ -47,19 +48,21 @@ class WordShares(Step):
     doing = "BERT's word shares are being checked against removing random words and the words people marked"
 
     def up_to_date(self, build: Pipeline) -> bool:
-        """Measured on ERASER when --rationales is given, not when it is not: else run again."""
+        """Measured on ERASER when --rationales is given, not when it is not (or skipped whole): else run again."""
         figures = build.run_record().metrics.get(WORD_SHARES)
-        return figures is not None and ("skipped" not in figures["plausibility"]) == measures_plausibility(build)
+        if figures is None or "skipped" in figures:
+            return figures is not None
+        return ("skipped" not in figures["plausibility"]) == measures_plausibility(build)
 
     def run(self, build: Pipeline) -> dict:
         s = build.settings
         served = load_trained(BERT, s.models_dir, build.device)  # never int8: integrated gradients need gradients
         if not served.reads_sentences:
             log.info("Word shares: BERT reads whole texts, not sentences it adds up; it has no word shares.")
-            skipped = {"skipped": "BERT reads whole texts"}
-            build.update_run(metrics={WORD_SHARES: {"faithfulness": skipped, "plausibility": skipped}})
+            skipped = {"skipped": "BERT reads whole texts, not sentences it adds up"}
+            build.update_run(metrics={WORD_SHARES: skipped})
             return skipped
-        catalogue = sample(eligible_catalogue(build), s.word_faithfulness_reviews, s.seed)
+        catalogue = seeded_sample(eligible_catalogue(build), s.word_faithfulness_reviews, s.seed)
         annotated, annotated_ids, annotated_of = rationale_sample(build) if measures_plausibility(build) else ([], [], 0)
         if annotated_ids:
             explain_nbsvm_words(build, annotated_ids)
@@ -82,13 +85,6 @@ def why_not(build: Pipeline) -> str:
     return "no --rationales file" if not build.settings.rationales else "word_plausibility_reviews=0"
 
 
-def sample(ids: list[int], size: int | str, seed: int) -> list[int]:
-    """A seeded sample of ``size`` of ``ids`` (all of them for "all"), in id order."""
-    if size == "all" or size >= len(ids):
-        return sorted(ids)
-    return sorted(random.Random(seed).sample(sorted(ids), size))
-
-
 def eligible_catalogue(build: Pipeline) -> list[int]:
     """The catalogue reviews of two sentences or more: a review of one has no sentence figures to compare
     with, and is read whole by the distill recipe's teacher."""
@@ -99,6 +95,7 @@ def eligible_catalogue(build: Pipeline) -> list[int]:
             .where(Review.split == CATALOGUE)
             .group_by(Review.id)
             .having(func.count(Sentence.id) >= 2)
+            .order_by(Review.id)
         )
         return list(session.scalars(rows))
 
@@ -109,7 +106,7 @@ def rationale_sample(build: Pipeline) -> tuple[list[RationaleReview], list[int],
     with session_scope(build.engine) as session:
         keys = [source_key(review.doc) for review in reviews]
         stored = dict(session.execute(select(Review.source_key, Review.id).where(Review.source_key.in_(keys))).all())
-    chosen = set(sample(list(range(len(reviews))), build.settings.word_plausibility_reviews, build.settings.seed))
+    chosen = set(seeded_sample(range(len(reviews)), build.settings.word_plausibility_reviews, build.settings.seed))
     picked = [(review, stored[key]) for r, (review, key) in enumerate(zip(reviews, keys)) if r in chosen]
     return [review for review, _ in picked], [review_id for _, review_id in picked], len(reviews)
 
@@ -178,7 +175,8 @@ def faithfulness_figures(build: Pipeline, served, ids: list[int]) -> dict:
     sentences (means, and the paired difference's 95 % interval), beside LIME's sentence figures of the
     same reviews."""
     if not ids:
-        return {"skipped": "word_faithfulness_reviews=0"}
+        return {"skipped": "word_faithfulness_reviews=0" if build.settings.word_faithfulness_reviews == 0
+                else "no catalogue review of two sentences or more"}  # fmt: skip
     draws, seed = build.settings.faithfulness_draws, build.settings.seed
     p_positive = lambda texts: served.proba_of_sentences(texts)[:, 1]  # noqa: E731
     figures = []
@@ -201,17 +199,12 @@ def faithfulness_figures(build: Pipeline, served, ids: list[int]) -> dict:
             select(*(getattr(Explanation, name) for name in SENTENCE_FIGURES))
             .where(Explanation.review_id.in_(ids), Explanation.model == BERT, Explanation.level == SENTENCE)
         ).all()  # fmt: skip
-    sentences = {name: mean_present([getattr(row, name) for row in rows]) for name in SENTENCE_FIGURES}
+    sentences = {name: mean_of([getattr(row, name) for row in rows]) for name in SENTENCE_FIGURES}
     return {
         "n": len(figures), "of": len(eligible_catalogue(build)), "draws": draws,
         "words_read": int(np.median([f.words for f in figures])), "k": int(np.median([f.k for f in figures])),
         "words": words, "sentences": sentences,
     }  # fmt: skip
-
-
-def mean_present(values: list[float | None]) -> float | None:
-    present = [value for value in values if value is not None]
-    return float(np.mean(present)) if present else None
 
 
 def plausibility_figures(build: Pipeline, reviews: list[RationaleReview], ids: list[int], of: int) -> dict:

@@ -149,6 +149,8 @@ def word_shares(run: Run) -> dict:
     """What /about says of BERT's words checked on samples (``app.offline.steps.word_shares``): the build's
     figures, or why there are none (a build from before the step, finished, has none)."""
     figures = (run.metrics or {}).get(WORD_SHARES)
+    if figures and "skipped" in figures:
+        return {"state": "skipped", "reason": figures["skipped"]}
     if figures:
         return {"state": "measured", **figures, "published": rationales.PUBLISHED}
     return {"state": "skipped" if run.status == "complete" else "not yet"}
