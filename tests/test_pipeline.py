@@ -503,3 +503,7 @@ def test_a_build_killed_in_nbsvms_explanations_then_in_berts_training_resumes_wi
     assert status == "complete" and list(json.loads(steps)) == order
     # without --rationales the step says it skipped, and /about that the highlights were not compared
     assert count(db, "SELECT json_extract(steps, '$.rationales.skipped') FROM runs") == "no --rationales file"
+    # and BERT's words are measured on the catalogue alone
+    words = json.loads(count(db, "SELECT json_extract(metrics, '$.word_shares') FROM runs"))
+    assert words["plausibility"] == {"skipped": "no --rationales file"} and words["faithfulness"]["n"] == 3
+    assert "BERT's words are not compared with the words people marked" in result.stderr

@@ -64,6 +64,8 @@ class WordShares(Step):
             return skipped
         catalogue = seeded_sample(eligible_catalogue(build), s.word_faithfulness_reviews, s.seed)
         annotated, annotated_ids, annotated_of = rationale_sample(build) if measures_plausibility(build) else ([], [], 0)
+        if not annotated:
+            log.info("Word shares: %s, so BERT's words are not compared with the words people marked.", why_not(build))
         if annotated_ids:
             explain_nbsvm_words(build, annotated_ids)
         computed = store_words(build, served, catalogue + annotated_ids)
