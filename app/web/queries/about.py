@@ -152,7 +152,7 @@ def word_shares(run: Run) -> dict:
     if figures and "skipped" in figures:
         return {"state": "skipped", "reason": figures["skipped"]}
     if figures:
-        return {"state": "measured", **figures, "published": rationales.PUBLISHED}
+        return {"state": "measured", **figures}
     return {"state": "skipped" if run.status == "complete" else "not yet"}
 
 
