@@ -1,6 +1,7 @@
 """A review's analysis as database rows, in one place: the build's per-review work
 (``app.offline.review_work``) and the reviews the server stores (``app.web.store``) write their
-``Prediction``, ``Sentence``, ``SentenceWeight``, ``Explanation`` and ``WordWeight`` rows here.
+``Prediction``, ``Sentence``, ``SentenceWeight``, ``Explanation`` and ``WordWeight`` rows here, and
+BERT's ``WordShare`` rows (``model.word_shares``).
 
 Both hand over the same shape: per model, a probability of "positive", and a sentence
 explanation as ``model.quality.ReviewExplanation.as_dict()`` gives it::
@@ -12,11 +13,15 @@ A word-level explanation (the build's, of NB-SVM) has ``words`` beside its ``wei
 """
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, WordWeight
+from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, WordShare, WordWeight
 from model.names import SENTENCE, WORD, label_of
 from model.quality import finite
 from model.sentences import Span
+
+if TYPE_CHECKING:  # not imported to run: it loads Captum, which the server needs only once it computes words
+    from model.word_shares import SentenceWords
 
 WORD_CHARS = 128  # the longest word word_weights keeps (app.db.WordWeight.word)
 
@@ -50,6 +55,15 @@ def word_rows(model: str, review_id: int, explanation: Mapping) -> list:
         for word, weight in zip(explanation["words"], explanation["weights"], strict=True)
     ]
     return [*weights, explanation_row(model, explanation, review_id, WORD)]
+
+
+def word_share_rows(model: str, sentence_ids: Sequence[int], sentences: Sequence["SentenceWords"]) -> list[WordShare]:
+    """A model's word shares of a stored review's sentences (``sentence_ids``, in order): a ``WordShare`` per word."""
+    return [
+        WordShare(sentence_id=sentence_id, model=model, position=position, start=word.start, end=word.end, share=word.share)
+        for sentence_id, sentence in zip(sentence_ids, sentences, strict=True)
+        for position, word in enumerate(sentence.words)
+    ]
 
 
 def add_analysis(

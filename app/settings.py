@@ -31,6 +31,7 @@ from model.config import (
     SplitConfig,
     TeacherConfig,
     WordLimeConfig,
+    WordSharesConfig,
     count_or_all,
 )
 
@@ -303,6 +304,7 @@ class Settings(
     ServingConfig,
     LimeConfig,
     WordLimeConfig,
+    WordSharesConfig,
     CurveConfig,
     Server,
     Pages,

@@ -11,7 +11,7 @@ line starts fast.
 """
 
 __all__ = ["CLS", "DISTILL", "MINILM", "MPNET", "PER_SENTENCE", "PER_TEXT", "PLAIN", "SENTENCES", "BertConfig",
-           "LabelRule", "LimeConfig", "NbsvmConfig", "ReviewsSource", "Sources", "SplitConfig"]  # fmt: skip
+           "LabelRule", "LimeConfig", "NbsvmConfig", "ReviewsSource", "Sources", "SplitConfig", "WordSharesConfig"]  # fmt: skip
 
 import re
 from dataclasses import dataclass
@@ -419,3 +419,22 @@ class WordLimeConfig(Seeded):
     shapes_build = True
 
     word_lime_samples: int = Field(300, ge=2, description="LIME samples per review, NB-SVM words.")
+
+
+class WordSharesConfig(Seeded):
+    """How many reviews the build checks BERT's word shares on (``app.offline.steps.word_shares``): on a CPU a
+    seeded sample sized to add about ten minutes to the default build on 2 cores
+    (docs/studies/word-shares.md), on CUDA every one."""
+
+    shapes_build = True
+
+    word_faithfulness_reviews: Annotated[Annotated[int, Field(ge=0)] | Literal["all"], BuildSetting(on_cuda="all")] = Field(
+        16, description="Catalogue reviews (a seeded sample, or 'all'; 0: none) on which removing the top 20 % of "
+        "a review's words by BERT's shares is compared with removing random words of the same sentences."
+    )  # fmt: skip
+    word_plausibility_reviews: Annotated[Annotated[int, Field(ge=0)] | Literal["all"], BuildSetting(on_cuda="all")] = Field(
+        6, description="ERASER's annotated reviews (--rationales; a seeded sample, or 'all'; 0: none) on which "
+        "BERT's word shares are scored against the tokens people marked, beside NB-SVM's word LIME."
+    )  # fmt: skip
+
+    _samples = field_validator("word_faithfulness_reviews", "word_plausibility_reviews", mode="before")(count_or_all)

@@ -480,6 +480,14 @@ def curve_pool(train: dict, rest: dict, evaluation: set[int], curve_size: int, r
     return [place for label in train for place in train[label] + extra[label]]
 
 
+def seeded_sample(rows: Sequence, size: int | str, seed: int) -> list:
+    """A sample of ``size`` of ``rows`` drawn with ``seed``, sorted; all of them, as they are, for "all" or a
+    ``size`` as large."""
+    if size == "all" or size >= len(rows):
+        return list(rows)
+    return sorted(random.Random(seed).sample(list(rows), size))
+
+
 def sample_at_most(places: Sequence[int], size: int, rng: random.Random) -> list[int]:
     """A seeded sample of ``size`` of ``places`` (all of them if there are fewer)."""
     return rng.sample(places, max(0, min(size, len(places))))

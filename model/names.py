@@ -29,6 +29,9 @@ TRAIN, CATALOGUE, EVAL = "train", "catalogue", "eval"
 # ERASER's annotated movie reviews (--rationales): a split of their own, never shown in the catalogue;
 # also the run record's metrics key of how far the models' highlights agree with the annotators'.
 RATIONALES = "rationales"
+# The build step that checks BERT's word shares (model.word_shares), the table they are stored in, and the
+# run record's metrics key of how faithful and plausible they are.
+WORD_SHARES = "word_shares"
 # Evaluation sets that are not reviews of the database: one-line reviews (SST-2, --sst2), and
 # the length table of the run record's metrics (model.lengths).
 SST2, LENGTHS = "sst2", "lengths"

@@ -469,6 +469,11 @@ def test_about_says_a_build_without_rationales_did_not_compare_the_highlights_wi
     assert get_json(web_client, "/about.json")["rationales"] == {"state": "skipped"}
 
 
+def test_about_says_a_build_from_before_the_word_shares_step_did_not_check_bert_s_words(web_client):
+    assert get_json(web_client, "/about.json")["word_shares"] == {"state": "skipped"}
+    assert "it was made before the build checked BERT's words" in web_client.get("/about").text
+
+
 def curve_section(html: str) -> str:
     return html.split('aria-labelledby="curve-h"')[1].split("</section>")[0]
 

@@ -36,6 +36,7 @@ SMALL = [
     "--set", "max_length=96", "--set", "calibration_folds=2", "--set", "prior_reviews=40", "--set", "lime_samples=8",
     "--set", "word_lime_samples=20",
     "--set", "learning_curve=12,24,48", "--set", "curve_seeds=2",
+    "--set", "word_faithfulness_reviews=3", "--set", "word_plausibility_reviews=2",
 ]  # fmt: skip
 TABLES = ["movies", "reviews", "predictions", "sentences", "sentence_weights", "word_weights", "explanations", "runs"]
 
@@ -127,7 +128,7 @@ def test_build_end_to_end_on_the_real_archive(
         assert all(0 <= a <= 1 for model in ("bert", "nbsvm") for a in lengths[figure][model] if a is not None)
     assert set(record["timings"]) == {
         "data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "bert", "calibrate", "predict_bert", "explain_bert",
-        "predict_evaluation", "evaluate", "rationales", "curve",
+        "predict_evaluation", "evaluate", "rationales", "word_shares", "curve",
     }  # fmt: skip
     rationales_were_scored(record, tmp_path / "data")
     calibration = record["steps"]["calibrate"]
@@ -163,7 +164,8 @@ def test_build_end_to_end_on_the_real_archive(
     catalogue = record["counts"]["catalogue"]
     assert count(db, "SELECT COUNT(*) FROM reviews WHERE split='catalogue'") == catalogue
     assert count(db, "SELECT COUNT(*) FROM predictions") == 2 * (catalogue + 30 + 5)  # and ERASER's 5 reviews
-    assert count(db, "SELECT COUNT(*) FROM explanations") == 3 * catalogue + 2 * 5
+    # and NB-SVM's word LIME of the 2 ERASER reviews whose words BERT's are scored against
+    assert count(db, "SELECT COUNT(*) FROM explanations") == 3 * catalogue + 2 * 5 + 2
     sentences = count(db, "SELECT COUNT(*) FROM sentences")
     assert sentences >= catalogue
     assert count(db, "SELECT COUNT(*) FROM sentence_weights") == 2 * sentences
@@ -473,7 +475,7 @@ def test_a_build_killed_in_nbsvms_explanations_then_in_berts_training_resumes_wi
     assert f"LIME nbsvm sentences: {catalogue - finished_first_pass} reviews to explain, " \
         f"{finished_first_pass} already done." in resumed
     order = ["data", "nbsvm", "predict_nbsvm", "explain_nbsvm", "bert", "calibrate", "predict_bert", "explain_bert",
-             "predict_evaluation", "evaluate", "rationales", "curve"]  # fmt: skip
+             "predict_evaluation", "evaluate", "rationales", "word_shares", "curve"]  # fmt: skip
     assert progress["steps"] == order and progress["total"] > 0 and "eta_s" in progress
     assert set(progress["ready_in_s"]) == {"bert"}  # NB-SVM is on the site; BERT's time left, once it can be told
     with sqlite3.connect(db) as connection:
@@ -501,3 +503,7 @@ def test_a_build_killed_in_nbsvms_explanations_then_in_berts_training_resumes_wi
     assert status == "complete" and list(json.loads(steps)) == order
     # without --rationales the step says it skipped, and /about that the highlights were not compared
     assert count(db, "SELECT json_extract(steps, '$.rationales.skipped') FROM runs") == "no --rationales file"
+    # and BERT's words are measured on the catalogue alone
+    words = json.loads(count(db, "SELECT json_extract(metrics, '$.word_shares') FROM runs"))
+    assert words["plausibility"] == {"skipped": "no --rationales file"} and words["faithfulness"]["n"] == 3
+    assert "BERT's words are not compared with the words people marked" in result.stderr

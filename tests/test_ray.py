@@ -34,6 +34,7 @@ TINY = [
     "--set", "train_size=24", "--titles", "2", "--set", "eval_size=20", "--set", "epochs=1", "--set", "max_length=96",
     "--set", "calibration_folds=0", "--set", "prior_reviews=20", "--set", "lime_samples=8",
     "--set", "word_lime_samples=20", "--set", "faithfulness_draws=2", "--set", "learning_curve=",
+    "--set", "word_faithfulness_reviews=2",
 ]  # fmt: skip
 # Every row the per-review steps write or read, with every column but the reviews' creation times.
 TABLES = {

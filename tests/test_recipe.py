@@ -36,7 +36,7 @@ ARGS = [
     "--set", "student_epochs=1", "--set", f"unlabeled={UNLABELED}", "--set", "train_size=24", "--titles", "1",
     "--set", "eval_size=20", "--set", "epochs=1", "--set", "max_length=128", "--set", "calibration_folds=2",
     "--set", "prior_reviews=20", "--set", "lime_samples=8", "--set", "word_lime_samples=10",
-    "--set", "faithfulness_draws=2", "--set", "learning_curve=",
+    "--set", "faithfulness_draws=2", "--set", "learning_curve=", "--set", "word_faithfulness_reviews=2",
 ]  # fmt: skip
 
 

@@ -46,6 +46,14 @@ RECORDED = {
     ),
 }  # fmt: skip
 AUTO_ON = {"cpu": "40052de309bfc7b7", "cuda": "1d4435973e42e5ac"}
+# The settings added since 59e925e, with their defaults (issue 55's word shares step: its samples); the
+# configs above are those without them, and a run record without them carries on at these values.
+ADDED_SINCE = {"word_faithfulness_reviews": 16, "word_plausibility_reviews": 6}
+
+
+def before_added(config: dict) -> dict:
+    """A build config as 59e925e made it: without the settings added since."""
+    return {name: value for name, value in config.items() if name not in ADDED_SINCE}
 
 
 def digest(config: dict) -> str:
@@ -59,26 +67,40 @@ def code_defaults(monkeypatch):
 
 
 def test_the_default_build_config_is_as_before_key_for_key(code_defaults):
-    assert json.dumps(Settings().build_config()) == DEFAULT_CONFIG
+    config = Settings().build_config()
+    assert json.dumps(before_added(config)) == DEFAULT_CONFIG
+    assert {name: config[name] for name in ADDED_SINCE} == ADDED_SINCE
 
 
 @pytest.mark.parametrize("case", RECORDED)
 def test_a_build_config_is_as_before(case, code_defaults):
     values, recorded = RECORDED[case]
-    assert digest(Settings(**values).build_config()) == recorded
+    assert digest(before_added(Settings(**values).build_config())) == recorded
 
 
 @pytest.mark.parametrize("device", AUTO_ON)
 def test_recipe_auto_makes_the_build_config_it_made_before(device, code_defaults):
     settings = concrete_recipe(Settings(recipe="auto"), None, torch.device(device))
-    assert digest(settings.build_config()) == AUTO_ON[device]
+    assert digest(before_added(settings.build_config())) == AUTO_ON[device]
+    samples = (settings.word_faithfulness_reviews, settings.word_plausibility_reviews)
+    assert samples == ((16, 6) if device == "cpu" else ("all", "all"))  # sized to the CPU; every review on CUDA
+
+
+def test_a_run_record_from_before_the_added_settings_carries_on_at_their_defaults(code_defaults):
+    for device in AUTO_ON:  # the database's own recipe, whatever the device: the samples at their defaults
+        older = before_added(concrete_recipe(Settings(recipe="auto"), None, torch.device(device)).build_config())
+        resumed = concrete_recipe(Settings(recipe="auto"), older, torch.device(device))
+        assert changed_settings(older, resumed.build_config(), Settings) == []
+        assert (resumed.word_faithfulness_reviews, resumed.word_plausibility_reviews) == (16, 6)
+    with pytest.raises(ValueError, match="whole number or 'all'"):
+        Settings(word_faithfulness_reviews="some")
 
 
 def test_the_values_before_and_the_recipes_are_those_of_before():
     assert Settings.predating_values() == {
         "pooling": CLS, "prior_reviews": 0, "offset_per": PER_TEXT, "data_version": 1, "one_sentence_reader": "student"
     }  # fmt: skip
-    assert CUDA_RECIPE == {"recipe": "distill", "base_model": MPNET, "learning_rate": 5e-5}
+    assert CUDA_RECIPE == {"recipe": "distill", "base_model": MPNET, "learning_rate": 5e-5, **dict.fromkeys(ADDED_SINCE, "all")}
     assert CPU_RECIPE == {"recipe": "distill", "teacher_frozen_layers": 8, "unlabeled": 2000, "teacher_cuts": 4,
                           "length_exponent": -0.5, "calibration_folds": 0}  # fmt: skip
 

@@ -29,7 +29,7 @@ TINY = [
     "--set", "train_size=16", "--titles", "1", "--set", "max_words=60", "--set", "eval_size=20", "--set", "epochs=1",
     "--set", "batch_size=16",
     "--set", "max_length=64", "--set", "calibration_folds=0", "--set", "prior_reviews=20", "--set", "lime_samples=8",
-    "--set", "word_lime_samples=20", "--set", "learning_curve=", "--device", "cpu",
+    "--set", "word_lime_samples=20", "--set", "learning_curve=", "--device", "cpu", "--set", "word_faithfulness_reviews=2",
 ]  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from app.offline.steps.training import load_trained_bert, pretrained
 from model.bert import BertClassifier
 from model.config import DISTILL, BertConfig
 from model.curve import LEARNING_CURVE, point_text, series, spread
-from model.data import RawReview, balanced_sample, read_sst2
+from model.data import RawReview, balanced_sample, read_sst2, seeded_sample
 from model.lengths import BAND_NAMES, band_accuracies, band_sizes, band_skew_figures, length_set
 from model.metrics import MAJORITY_BASELINE, accuracy, classification_report
 from model.names import (
@@ -106,8 +106,7 @@ def evaluation_reviews(build: Pipeline, size: int | str = "all") -> tuple[list[i
         rows = session.execute(
             select(Review.id, Review.text, Review.label).where(Review.split == EVAL).order_by(Review.id)
         ).all()
-    if size != "all" and size < len(rows):
-        rows = sorted(random.Random(build.settings.seed).sample(rows, size))
+    rows = seeded_sample(rows, size, build.settings.seed)
     return [r.id for r in rows], ([r.text for r in rows], [r.label for r in rows])
 
 

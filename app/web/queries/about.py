@@ -14,7 +14,7 @@ from app.web.queries import rationales
 from model.config import DISTILL, PLAIN
 from model.curve import LEARNING_CURVE
 from model.metrics import MAJORITY_BASELINE
-from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MODELS, SENTENCE, SST2, STUDENT, TEACHER
+from model.names import CATALOGUE, DISPLAY_NAMES, EVAL, LENGTHS, MODELS, SENTENCE, SST2, STUDENT, TEACHER, WORD_SHARES
 from model.quality import LOG_ODDS, NO_FIT, QUALITY_FIELDS, UNSTABLE, is_empty, is_weak
 
 HISTOGRAM_BINS = 10  # equal bins over [0, 1]; a value outside counts in the nearest end bin
@@ -139,9 +139,21 @@ def about(session: Session) -> dict:
     page["learning_curve"] = learning_curve(record, run.steps or {})
     page["explanation_quality"] = explanation_quality(session)
     page["rationales"] = rationales.summary(run)
+    page["word_shares"] = word_shares(run)
     page["build_progress"] = build_progress(run)
     page["build_steps"] = steps_table(read_build_state(session))
     return page
+
+
+def word_shares(run: Run) -> dict:
+    """What /about says of BERT's words checked on samples (``app.offline.steps.word_shares``): the build's
+    figures, or why there are none (a build from before the step, finished, has none)."""
+    figures = (run.metrics or {}).get(WORD_SHARES)
+    if figures and "skipped" in figures:
+        return {"state": "skipped", "reason": figures["skipped"]}
+    if figures:
+        return {"state": "measured", **figures}
+    return {"state": "skipped" if run.status == "complete" else "not yet"}
 
 
 def recipe_of(run: Run) -> str:
