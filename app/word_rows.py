@@ -7,6 +7,7 @@ views of one review store them once.
 """
 
 from collections import defaultdict
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
@@ -15,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db import Review, Sentence, WordShare, session_scope
+from app.results import word_share_rows
 from model.names import CATALOGUE
 from model.sentences import Span
 
@@ -22,10 +24,13 @@ if TYPE_CHECKING:  # the module imports torch and Captum, which reading the rows
     from model.word_shares import SentenceWords
 
 
-def review_sentences(session: Session, review_id: int) -> tuple[str, list[int], list[Span]] | None:
-    """A catalogue review's text, and its stored sentences' ids and spans in order (those its words belong
-    to); None when the catalogue has no review ``review_id``."""
-    text = session.scalar(select(Review.text).where(Review.id == review_id, Review.split == CATALOGUE))
+def review_sentences(
+    session: Session, review_id: int, split: str | None = CATALOGUE
+) -> tuple[str, list[int], list[Span]] | None:
+    """A review's text, and its stored sentences' ids and spans in order (those its words belong to); None when
+    there is no review ``review_id`` in ``split`` (the catalogue; None: any split, as the build's own samples)."""
+    found = select(Review.text).where(Review.id == review_id)
+    text = session.scalar(found if split is None else found.where(Review.split == split))
     if text is None:
         return None
     rows = session.execute(
@@ -73,21 +78,17 @@ def has_words(session: Session, sentence_ids: list[int], model: str) -> bool:
     return session.scalar(stored.limit(1)) is not None
 
 
-def store_words(engine: Engine, lock, sentence_ids: list[int], model: str, shares: list["SentenceWords"]) -> bool:
+def store_words(engine: Engine, lock: AbstractContextManager, sentence_ids: list[int], model: str, shares: list["SentenceWords"]) -> bool:
     """Store ``model``'s words of a review's sentences (``sentence_ids``, each one's ``SentenceWords`` in the
     same order) in one transaction, unless some are stored already (another first view, or another process,
-    stored them first): True when these were stored. ``lock``: the server's write lock."""
+    stored them first): True when these were stored. ``lock``: the server's write lock (the build, the only writer, needs none)."""
     if len(sentence_ids) != len(shares):
         raise ValueError(f"{len(shares)} sentences of words for a review of {len(sentence_ids)} stored sentences")
     try:
         with lock, session_scope(engine) as session:
             if has_words(session, sentence_ids, model):
                 return False
-            session.add_all(
-                WordShare(model=model, sentence_id=sentence_id, position=position, start=word.start, end=word.end, share=word.share)
-                for sentence_id, sentence in zip(sentence_ids, shares)
-                for position, word in enumerate(sentence.words)
-            )
+            session.add_all(word_share_rows(model, sentence_ids, shares))
     except IntegrityError:  # another process stored them between the check and the commit
         return False
     return True

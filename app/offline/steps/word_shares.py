@@ -16,18 +16,19 @@ the stored words each time the step runs (the removals are a fraction of the wor
 
 import logging
 import re
+from contextlib import nullcontext
 
 import numpy as np
 from sqlalchemy import func, select
 from tqdm import tqdm
 
-from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, WordShare, WordWeight, session_scope
+from app.db import Explanation, Prediction, Review, Sentence, SentenceWeight, WordWeight, session_scope
 from app.offline.pipeline import Pipeline, Step
 from app.offline.review_work import Task
 from app.offline.steps.rationales import mean_of
 from app.offline.steps.scoring import EXPLAIN_BLOCK
 from app.offline.work_engines import run_tasks
-from app.results import word_share_rows
+from app.word_rows import review_sentences, store_words, words_by_sentence
 from model.data import seeded_sample
 from model.names import BERT, CATALOGUE, NBSVM, POSITIVE, RATIONALES, SENTENCE, WORD, WORD_SHARES, label_of
 from model.rationales import RationaleReview, baseline_scores, read_rationales, source_key, token_plausibility, token_scores
@@ -68,7 +69,7 @@ class WordShares(Step):
             log.info("Word shares: %s, so BERT's words are not compared with the words people marked.", why_not(build))
         if annotated_ids:
             explain_nbsvm_words(build, annotated_ids)
-        computed = store_words(build, served, catalogue + annotated_ids)
+        computed = computed_words(build, served, catalogue + annotated_ids)
         figures = {
             "faithfulness": faithfulness_figures(build, served, catalogue),
             "plausibility": (
@@ -122,54 +123,36 @@ def explain_nbsvm_words(build: Pipeline, ids: list[int]) -> None:
     run_tasks(build, [(task, todo)], per_block=EXPLAIN_BLOCK)
 
 
-def store_words(build: Pipeline, served, ids: list[int]) -> int:
-    """BERT's word shares of the reviews ``ids`` that lack them, each review's stored in one transaction;
-    how many were computed."""
+def computed_words(build: Pipeline, served, ids: list[int]) -> int:
+    """BERT's word shares of the reviews ``ids`` that lack them, each review's stored in one transaction
+    (``app.word_rows``); how many were computed."""
     with session_scope(build.engine) as session:
-        done = set(
-            session.scalars(
-                select(Sentence.review_id).join(WordShare, WordShare.sentence_id == Sentence.id)
-                .where(WordShare.model == BERT, Sentence.review_id.in_(ids)).distinct()
-            )
-        )  # fmt: skip
+        done = {review_id for review_id, _ in words_by_sentence(session, ids)}
     todo = [i for i in ids if i not in done]
     log.info("Word shares, BERT: %d reviews to split over their words, %d already done.", len(todo), len(done))
     build.step_progress(0, len(todo), "reviews")
     for n, review_id in enumerate(tqdm(todo, desc="Word shares bert", unit="review", disable=not build.progress), 1):
-        text, sentence_ids, spans = review_sentences(build, review_id)
-        rows = word_share_rows(BERT, sentence_ids, word_shares(served, text, spans))
-        with session_scope(build.engine) as session:
-            session.add_all(rows)
+        text, sentence_ids, spans = review_sentences_of(build, review_id)
+        store_words(build.engine, nullcontext(), sentence_ids, BERT, word_shares(served, text, spans))
         build.step_progress(n, len(todo), "reviews")
     return len(todo)
 
 
-def review_sentences(build: Pipeline, review_id: int) -> tuple[str, list[int], list[Span]]:
-    """A stored review's text, and its sentences' ids and spans, in order."""
+def review_sentences_of(build: Pipeline, review_id: int) -> tuple[str, list[int], list[Span]]:
+    """A stored review's text, and its sentences' ids and spans, in order (any split: ERASER's too)."""
     with session_scope(build.engine) as session:
-        text = session.get(Review, review_id).text
-        rows = session.execute(
-            select(Sentence.id, Sentence.start, Sentence.end, Sentence.text)
-            .where(Sentence.review_id == review_id).order_by(Sentence.position)
-        ).all()  # fmt: skip
-    return text, [row.id for row in rows], [Span(row.start, row.end, row.text) for row in rows]
+        return review_sentences(session, review_id, split=None)
 
 
 def stored_words(build: Pipeline, review_id: int) -> list[list[Word]]:
     """BERT's stored words of a review, per sentence in order."""
+    text, _, spans = review_sentences_of(build, review_id)
     with session_scope(build.engine) as session:
-        text = session.get(Review, review_id).text
-        rows = session.execute(
-            select(Sentence.position, WordShare.start, WordShare.end, WordShare.share)
-            .join(WordShare, WordShare.sentence_id == Sentence.id)
-            .where(Sentence.review_id == review_id, WordShare.model == BERT)
-            .order_by(Sentence.position, WordShare.position)
-        ).all()  # fmt: skip
-        sentences = session.scalar(select(func.count(Sentence.id)).where(Sentence.review_id == review_id))
-    words = [[] for _ in range(sentences)]
-    for position, start, end, share in rows:
-        words[position].append(Word(text[start:end], start, end, share))
-    return words
+        stored = words_by_sentence(session, [review_id])
+    return [
+        [Word(text[start:end], start, end, share) for start, end, share in stored.get((review_id, i), {}).get(BERT, [])]
+        for i in range(len(spans))
+    ]
 
 
 def faithfulness_figures(build: Pipeline, served, ids: list[int]) -> dict:
@@ -183,7 +166,7 @@ def faithfulness_figures(build: Pipeline, served, ids: list[int]) -> dict:
     p_positive = lambda texts: served.proba_of_sentences(texts)[:, 1]  # noqa: E731
     figures = []
     for review_id in ids:
-        _, _, spans = review_sentences(build, review_id)
+        _, _, spans = review_sentences_of(build, review_id)
         read = set(served.sentences_read(spans) or [])
         words = [own if i in read else [] for i, own in enumerate(stored_words(build, review_id))]
         if (figure := word_faithfulness(spans, words, p_positive, draws, seed + review_id)) is not None:
