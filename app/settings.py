@@ -96,7 +96,7 @@ class CurveConfig(ConfigGroup):
         "of the evaluation set, the same for each point (reading them is most of a BERT point's cost), or 'all'."
     )  # fmt: skip
 
-    _count_or_all = field_validator("curve_eval_size", mode="before")(count_or_all)
+    _curve_eval_size = field_validator("curve_eval_size", mode="before")(count_or_all)
 
     @field_validator("learning_curve", mode="before")
     @classmethod

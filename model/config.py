@@ -261,7 +261,7 @@ class SplitConfig(Seeded):
         2000, description="Evaluation reviews sampled from the rest of the test split, or 'all'."
     )
 
-    _count_or_all = field_validator("titles", "eval_size", mode="before")(count_or_all)
+    _titles_and_eval_size = field_validator("titles", "eval_size", mode="before")(count_or_all)
 
 
 class NbsvmConfig(Seeded):

@@ -92,8 +92,14 @@ def test_a_run_record_from_before_the_added_settings_carries_on_at_their_default
         resumed = concrete_recipe(Settings(recipe="auto"), older, torch.device(device))
         assert changed_settings(older, resumed.build_config(), Settings) == []
         assert (resumed.word_faithfulness_reviews, resumed.word_plausibility_reviews) == (16, 6)
-    with pytest.raises(ValueError, match="whole number or 'all'"):
-        Settings(word_faithfulness_reviews="some")
+
+
+@pytest.mark.parametrize("name", ["titles", "eval_size", "curve_eval_size", "word_faithfulness_reviews", "word_plausibility_reviews"])
+def test_every_count_or_all_setting_names_what_it_takes(name):
+    """Each group's validator has a name of its own: two of one name in the composed Settings, one was lost."""
+    with pytest.raises(ValueError, match=f"{name}\n.*a whole number or 'all', not 'some'"):
+        Settings(**{name: "some"})
+    assert getattr(Settings(**{name: "all"}), name) == "all"
 
 
 def test_the_values_before_and_the_recipes_are_those_of_before():
