@@ -97,6 +97,8 @@ def test_the_step_resumes_an_older_build_stores_words_measures_them_and_shows_th
         assert difference["mean"] == pytest.approx(words["top"] - words["random"])
         assert difference["low"] <= difference["mean"] <= difference["high"]
         assert faithful["sentences"][f"{name}_top"] is not None
+    residual = figures["residual"]  # the words add up to their sentence's share (the study's bound of the tests)
+    assert residual["sentences"] > 0 and 0 <= residual["median"] <= residual["worst"] < 0.01
     plausible = figures["plausibility"]
     assert plausible["n"] == plausible["of"] == 4 and 0 < plausible["marked"] < 1  # the tiny ERASER's 4, of 6 asked
     for method in ("bert_words", "bert_sentences", "nbsvm_words"):
@@ -127,6 +129,6 @@ def test_the_step_resumes_an_older_build_stores_words_measures_them_and_shows_th
 
     with TestClient(create_app(Settings(data_dir=data))) as client:
         about = client.get("/about").text
-        assert "BERT's words: removing them" in about and "Word by word" in about
+        assert "BERT's words: removing them" in about and "Word by word" in about and "The words add up" in about
         assert 'data-method="bert_words"' in about and 'data-method="nbsvm_words"' in about and "0.417" in about
         assert client.get("/about.json").json()["word_shares"]["state"] == "measured"

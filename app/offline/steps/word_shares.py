@@ -35,7 +35,7 @@ from model.rationales import RationaleReview, baseline_scores, read_rationales, 
 from model.sentences import Span
 from model.trained import load_trained
 from model.word_faithfulness import paired_interval, word_faithfulness
-from model.word_shares import Word, word_shares
+from model.word_shares import SentenceWords, Word, word_shares
 
 log = logging.getLogger("textflix")
 LIME_WORD = re.compile(r"\w+")  # the words of NB-SVM's word LIME (lime's default split on \W+)
@@ -71,13 +71,14 @@ class WordShares(Step):
             explain_nbsvm_words(build, annotated_ids)
         computed = computed_words(build, served, catalogue + annotated_ids)
         figures = {
+            "residual": residual_figures([sentence for shares in computed.values() for sentence in shares]),
             "faithfulness": faithfulness_figures(build, served, catalogue),
             "plausibility": (
                 plausibility_figures(build, annotated, annotated_ids, annotated_of) if annotated else {"skipped": why_not(build)}
             ),
         }  # fmt: skip
         build.update_run(metrics={WORD_SHARES: figures})
-        return {"reviews": len(catalogue) + len(annotated_ids), "computed": computed}
+        return {"reviews": len(catalogue) + len(annotated_ids), "computed": len(computed)}
 
 
 def measures_plausibility(build: Pipeline) -> bool:
@@ -123,19 +124,38 @@ def explain_nbsvm_words(build: Pipeline, ids: list[int]) -> None:
     run_tasks(build, [(task, todo)], per_block=EXPLAIN_BLOCK)
 
 
-def computed_words(build: Pipeline, served, ids: list[int]) -> int:
+def computed_words(build: Pipeline, served, ids: list[int]) -> dict[int, list[SentenceWords]]:
     """BERT's word shares of the reviews ``ids`` that lack them, each review's stored in one transaction
-    (``app.word_rows``); how many were computed."""
+    (``app.word_rows``); those computed, by review id."""
     with session_scope(build.engine) as session:
         done = {review_id for review_id, _ in words_by_sentence(session, ids)}
     todo = [i for i in ids if i not in done]
     log.info("Word shares, BERT: %d reviews to split over their words, %d already done.", len(todo), len(done))
     build.step_progress(0, len(todo), "reviews")
+    computed = {}
     for n, review_id in enumerate(tqdm(todo, desc="Word shares bert", unit="review", disable=not build.progress), 1):
         text, sentence_ids, spans = review_sentences_of(build, review_id)
-        store_words(build.engine, nullcontext(), sentence_ids, BERT, word_shares(served, text, spans))
+        computed[review_id] = word_shares(served, text, spans)
+        store_words(build.engine, nullcontext(), sentence_ids, BERT, computed[review_id])
         build.step_progress(n, len(todo), "reviews")
-    return len(todo)
+    return computed
+
+
+def residual_figures(sentences: list[SentenceWords]) -> dict:
+    """How closely the words add up to their sentence's share: |Σ word shares − the share|, median and worst, and
+    against the sentence's |share| (floored at 0.01, docs/studies/word-shares.md), over the sentences read."""
+    read = [s for s in sentences if s.contribution != 0.0]
+    if not read:
+        return {"sentences": 0}
+    residuals = np.array([s.residual for s in read])
+    relative = residuals / np.maximum(np.abs([s.contribution for s in read]), 0.01)
+    return {
+        "sentences": len(read),
+        "median": float(np.median(residuals)),
+        "worst": float(residuals.max()),
+        "median_of_share": float(np.median(relative)),
+        "worst_of_share": float(relative.max()),
+    }
 
 
 def review_sentences_of(build: Pipeline, review_id: int) -> tuple[str, list[int], list[Span]]:
