@@ -36,7 +36,10 @@ ONE_SENTENCE = "A wonderful, moving film with brilliant acting."
 # differ by batch, by about 1e-3 in log-odds (``app.web.whatif``); three runs here gave equal floats.
 FLOAT_TOLERANCE = 2e-3
 # Fields added after the recording, by the issue that added them: an answer may carry them beside the recorded ones.
-ADDED = {"words": "issue 55: BERT's word shares, with `words`"}
+ADDED = {
+    "words": "issue 55: BERT's word shares, with `words`",
+    "words_seconds": "issue 55: /analyze.json, what the words of the analysed text would take here",
+}
 ENDPOINTS = ("/api/predict", "/api/reviews", "/api/reviews/{review_id}", "/api/export.jsonl")
 
 
