@@ -319,7 +319,7 @@ def test_up_serves_the_catalogue_at_once_while_a_background_build_does_the_rest(
     assert "Recipe auto: distill (on cpu)." in log
     assert "The catalogue is in and the site opens now; the rest of the build (nbsvm, predict_nbsvm, explain_nbsvm, " \
         "teacher, pseudo_label, bert, calibrate, predict_bert, explain_bert, predict_evaluation, evaluate, rationales, " \
-        "curve) goes on in a background process" in log
+        "word_shares, curve) goes on in a background process" in log
     assert "Step curve: " in log and "Learning curve:" in log  # the background build's progress on the console
 
     second_log = tmp_path / "second.log"
