@@ -63,7 +63,8 @@ class WordShares(Step):
             skipped = {"skipped": "BERT reads whole texts, not sentences it adds up"}
             build.update_run(metrics={WORD_SHARES: skipped})
             return skipped
-        catalogue = seeded_sample(eligible_catalogue(build), s.word_faithfulness_reviews, s.seed)
+        eligible = eligible_catalogue(build)
+        catalogue = seeded_sample(eligible, s.word_faithfulness_reviews, s.seed)
         annotated, annotated_ids, annotated_of = rationale_sample(build) if measures_plausibility(build) else ([], [], 0)
         if not annotated:
             log.info("Word shares: %s, so BERT's words are not compared with the words people marked.", why_not(build))
@@ -72,7 +73,7 @@ class WordShares(Step):
         computed = computed_words(build, served, catalogue + annotated_ids)
         figures = {
             "residual": residual_figures([sentence for shares in computed.values() for sentence in shares]),
-            "faithfulness": faithfulness_figures(build, served, catalogue),
+            "faithfulness": faithfulness_figures(build, served, catalogue, len(eligible)),
             "plausibility": (
                 plausibility_figures(build, annotated, annotated_ids, annotated_of) if annotated else {"skipped": why_not(build)}
             ),
@@ -164,18 +165,18 @@ def review_sentences_of(build: Pipeline, review_id: int) -> tuple[str, list[int]
         return review_sentences(session, review_id, split=None)
 
 
-def stored_words(build: Pipeline, review_id: int) -> list[list[Word]]:
-    """BERT's stored words of a review, per sentence in order."""
-    text, _, spans = review_sentences_of(build, review_id)
+def stored_words(build: Pipeline, review_id: int) -> tuple[list[Span], list[list[Word]]]:
+    """A stored review's sentences, and BERT's stored words of each, in order."""
     with session_scope(build.engine) as session:
+        text, _, spans = review_sentences(session, review_id, split=None)
         stored = words_by_sentence(session, [review_id])
-    return [
+    return spans, [
         [Word(text[start:end], start, end, share) for start, end, share in stored.get((review_id, i), {}).get(BERT, [])]
         for i in range(len(spans))
     ]
 
 
-def faithfulness_figures(build: Pipeline, served, ids: list[int]) -> dict:
+def faithfulness_figures(build: Pipeline, served, ids: list[int], eligible: int) -> dict:
     """Word-level comprehensiveness and sufficiency of BERT's shares against random words of the same
     sentences (means, and the paired difference's 95 % interval), beside LIME's sentence figures of the
     same reviews."""
@@ -186,9 +187,9 @@ def faithfulness_figures(build: Pipeline, served, ids: list[int]) -> dict:
     p_positive = lambda texts: served.proba_of_sentences(texts)[:, 1]  # noqa: E731
     figures = []
     for review_id in ids:
-        _, _, spans = review_sentences_of(build, review_id)
+        spans, stored = stored_words(build, review_id)
         read = set(served.sentences_read(spans) or [])
-        words = [own if i in read else [] for i, own in enumerate(stored_words(build, review_id))]
+        words = [own if i in read else [] for i, own in enumerate(stored)]
         if (figure := word_faithfulness(spans, words, p_positive, draws, seed + review_id)) is not None:
             figures.append(figure)
     words = {
@@ -206,7 +207,7 @@ def faithfulness_figures(build: Pipeline, served, ids: list[int]) -> dict:
         ).all()  # fmt: skip
     sentences = {name: mean_of([getattr(row, name) for row in rows]) for name in SENTENCE_FIGURES}
     return {
-        "n": len(figures), "of": len(eligible_catalogue(build)), "draws": draws,
+        "n": len(figures), "of": eligible, "draws": draws,
         "words_read": int(np.median([f.words for f in figures])), "k": int(np.median([f.k for f in figures])),
         "words": words, "sentences": sentences,
     }  # fmt: skip
@@ -220,7 +221,7 @@ def plausibility_figures(build: Pipeline, reviews: list[RationaleReview], ids: l
     bert_words, bert_sentences, nbsvm_words = [], [], []
     for review, review_id in zip(reviews, ids):
         sign = toward[BERT][review_id]
-        shares = [(w.start, w.end, sign * w.share) for own in stored_words(build, review_id) for w in own]
+        shares = [(w.start, w.end, sign * w.share) for own in stored_words(build, review_id)[1] for w in own]
         bert_words.append(token_scores(review, shares))
         bert_sentences.append(sentence_token_scores(build, review, review_id, sign))
         lime = nbsvm_weights(build, review_id)

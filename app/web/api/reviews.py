@@ -26,13 +26,11 @@ from app.web.deps import (
 from app.web.errors import GUARD_ERRORS, AppError, error_responses
 from app.web.guard import bearer
 from app.web.limits import MAX_ID, check_identifier, check_write_allowed, off_the_loop, posted_text
-from app.web.queries.reviews import review_page
-from app.web.queries.rows import sentences_by_review
+from app.web.queries.reviews import review_page, review_sentences_with_words
 from app.web.review_words import review_word_shares
 from app.web.schemas import ReviewDetail, ReviewRequest, ReviewResult, ReviewWords
 from app.web.store import catalogue_title_exists, store_user_review
 from app.web.view import Items, View
-from app.word_rows import with_words, words_by_sentence
 
 router = APIRouter(prefix="/api", tags=["reviews"], responses=error_responses(422, 503))
 FULL_VIEW = View(analyze=True, accuracy=True, compare=True)
@@ -136,5 +134,4 @@ async def review_words(
 
 def sentences_with_words(engine: Engine, review_id: int) -> list[dict]:
     with Session(engine) as session:
-        sentences = sentences_by_review(session, "review", {"review_id": review_id}).get(review_id, [])
-        return with_words(review_id, sentences, words_by_sentence(session, [review_id]))
+        return review_sentences_with_words(session, review_id)

@@ -114,6 +114,12 @@ def movie_page(session: Session, title_id: str, view: View, imdb: bool) -> dict 
     return page
 
 
+def review_sentences_with_words(session: Session, review_id: int) -> list[dict]:
+    """A review's sentences, each with its stored words (``app.word_rows.with_words``: null where none are)."""
+    sentences = sentences_by_review(session, "review", {"review_id": review_id}).get(review_id, [])
+    return with_words(review_id, sentences, words_by_sentence(session, [review_id]))
+
+
 def review_page(session: Session, review_id: int, view: View, imdb: bool) -> dict | None:
     """One catalogue review in full: both models, sentence weights, NB-SVM word weights; ``imdb``: whether
     the catalogue is IMDB's (``rows.movie_dict``)."""
@@ -121,8 +127,7 @@ def review_page(session: Session, review_id: int, view: View, imdb: bool) -> dic
     if not rows:
         return None
     row = rows[0]
-    sentences = sentences_by_review(session, "review", {"review_id": review_id}).get(review_id, []) if view.analyze else []
-    sentences = with_words(review_id, sentences, words_by_sentence(session, [review_id])) if sentences else []
+    sentences = review_sentences_with_words(session, review_id) if view.analyze else []
     item = review_item(row, sentences, view, MODELS)
     page = {"movie": movie_of(session, row["title_id"], imdb), "review": item}
     if view.analyze:
